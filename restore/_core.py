@@ -1,0 +1,401 @@
+"""The one proximal-operator core: numba kernels on flat arrays.
+
+Nothing here sees a Python object. A tree reaches the kernels as a handful of
+flat arrays indexed by *preorder* node number ``k`` (a parent always has a
+smaller number than its children, and the subtree of ``k`` is the contiguous
+node range ``k .. node_end[k] - 1``):
+
+``perm``      (p,)   layout position -> original variable index; the variables
+                     of every subtree are contiguous in layout order.
+``own_ptr``   (N+1,) node ``k`` owns layout positions ``own_ptr[k] ..
+                     own_ptr[k+1] - 1``; its group (subtree) covers
+                     ``own_ptr[k] .. own_ptr[node_end[k]] - 1``.
+``node_end``  (N,)   one past the last preorder node of the subtree of ``k``.
+``parent``    (N,)   preorder parent, -1 for a root.
+``weights``   (N,)   group weights, >= 0.
+
+Signals are the rows of a C-contiguous float64 array ``X`` of shape (n, p);
+each kernel works in place on rows ``r0 .. r1 - 1`` so that the caller can
+split a batch between threads (kernels release the GIL). The tree kernels
+take scratch space from the caller (``work``: float64 (4, m), ``iwork``:
+int64 (2, m), ``m >= max(N, p)``) so that repeated calls touch no fresh
+memory. All kernels use the flags of :mod:`restore._config`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._config import JIT
+
+# ---------------------------------------------------------------------------
+# Tree layout
+# ---------------------------------------------------------------------------
+
+
+@njit(**JIT)
+def preorder(parents):
+    """Depth-first preorder of a forest given by ``parents``.
+
+    Roots and siblings are visited in increasing node id. Returns ``order``
+    (preorder position -> node id; only the first ``n_visited`` entries are
+    valid), ``node_end`` and ``depth`` (per preorder position; a root has
+    depth 1) and ``n_visited``; a forest with a cycle has
+    ``n_visited < len(parents)``. ``parents`` must already be in [-1, N).
+    """
+    n = parents.shape[0]
+    ptr = np.zeros(n + 2, dtype=np.int64)
+    for i in range(n):
+        ptr[parents[i] + 2] += 1  # roots counted in slot 1
+    for i in range(1, n + 2):
+        ptr[i] += ptr[i - 1]
+    # ptr[0]..ptr[1]: roots; ptr[v+1]..ptr[v+2]: children of v
+    fill = ptr.copy()
+    kids = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        slot = parents[i] + 1
+        kids[fill[slot]] = i
+        fill[slot] += 1
+    order = np.empty(n, dtype=np.int64)
+    stack = np.empty(n, dtype=np.int64)
+    top = 0
+    for j in range(ptr[1] - 1, ptr[0] - 1, -1):
+        stack[top] = kids[j]
+        top += 1
+    count = 0
+    while top > 0:
+        top -= 1
+        v = stack[top]
+        order[count] = v
+        count += 1
+        for j in range(ptr[v + 2] - 1, ptr[v + 1] - 1, -1):
+            stack[top] = kids[j]
+            top += 1
+    size = np.ones(n, dtype=np.int64)
+    pos = np.full(n, -1, dtype=np.int64)
+    for k in range(count):
+        pos[order[k]] = k
+    node_end = np.empty(n, dtype=np.int64)
+    depth = np.ones(n, dtype=np.int64)
+    for k in range(count):
+        pv = parents[order[k]]
+        if pv >= 0:
+            depth[k] = depth[pos[pv]] + 1
+    for k in range(count - 1, -1, -1):
+        v = order[k]
+        node_end[k] = k + size[k]
+        pv = parents[v]
+        if pv >= 0:
+            size[pos[pv]] += size[k]
+    return order, node_end, depth, count
+
+
+# ---------------------------------------------------------------------------
+# Elementwise penalties
+# ---------------------------------------------------------------------------
+
+
+@njit(**JIT)
+def prox_l1(X, r0, r1, lam):
+    """Soft thresholding at ``lam``, in place."""
+    p = X.shape[1]
+    for i in range(r0, r1):
+        for j in range(p):
+            v = X[i, j]
+            if v > lam:
+                X[i, j] = v - lam
+            elif v < -lam:
+                X[i, j] = v + lam
+            else:
+                X[i, j] = 0.0
+
+
+@njit(**JIT)
+def prox_l0(X, r0, r1, lam):
+    """Hard thresholding: keep ``v`` when ``|v| > sqrt(2*lam)`` (ties go to zero)."""
+    p = X.shape[1]
+    thr = np.sqrt(2.0 * lam)
+    for i in range(r0, r1):
+        for j in range(p):
+            v = X[i, j]
+            if not abs(v) > thr:
+                X[i, j] = 0.0
+
+
+# ---------------------------------------------------------------------------
+# Tree penalties
+# ---------------------------------------------------------------------------
+
+
+@njit(**JIT)
+def prox_tree_l2(X, r0, r1, perm, own_ptr, node_end, parent, weights, lam, work, iwork):
+    """Prox of ``lam * sum_n w_n ||x_g(n)||_2``, in place, O(p) per row.
+
+    The composition of the group steps (children before parents) is a product
+    of scalings: compute each subtree's norm after its children's scalings
+    bottom-up, then multiply every variable by the product of the scalings of
+    its node and ancestors top-down.
+    """
+    n_nodes = parent.shape[0]
+    acc = work[0]
+    scale = work[1]
+    for i in range(r0, r1):
+        x = X[i]
+        for k in range(n_nodes):
+            s = 0.0
+            for j in range(own_ptr[k], own_ptr[k + 1]):
+                v = x[perm[j]]
+                s += v * v
+            acc[k] = s
+        for k in range(n_nodes - 1, -1, -1):
+            r2 = acc[k]
+            t = lam * weights[k]
+            if t <= 0.0:
+                sc = 1.0
+            else:
+                r = np.sqrt(r2)
+                sc = 0.0 if r <= t else 1.0 - t / r
+            scale[k] = sc
+            pk = parent[k]
+            if pk >= 0:
+                acc[pk] += sc * sc * r2
+        for k in range(n_nodes):
+            pk = parent[k]
+            sc = scale[k]
+            if pk >= 0:
+                sc *= scale[pk]
+                scale[k] = sc
+            if sc != 1.0:
+                for j in range(own_ptr[k], own_ptr[k + 1]):
+                    x[perm[j]] *= sc
+
+
+@njit(**JIT)
+def prox_tree_l0(X, r0, r1, perm, own_ptr, node_end, parent, weights, lam, work, iwork):
+    """Prox of ``lam * sum_n w_n [x_g(n) != 0]`` by Donoho's dynamic programme.
+
+    Bottom-up ``C(n) = min(0.5*||u_g(n)||^2, lam*w(n) + sum_c C(c))``; top-down
+    a node is kept when its parent is kept (or it is a root) and the second
+    term is strictly smaller (ties go to zero). O(p) per row.
+    """
+    n_nodes = parent.shape[0]
+    zero_cost = work[0]
+    child_cost = work[1]
+    keep = iwork[0]
+    for i in range(r0, r1):
+        x = X[i]
+        for k in range(n_nodes):
+            s = 0.0
+            for j in range(own_ptr[k], own_ptr[k + 1]):
+                v = x[perm[j]]
+                s += v * v
+            zero_cost[k] = 0.5 * s
+            child_cost[k] = 0.0
+        for k in range(n_nodes - 1, -1, -1):
+            a = zero_cost[k]
+            b = lam * weights[k] + child_cost[k]
+            kept = b < a
+            keep[k] = 1 if kept else 0
+            pk = parent[k]
+            if pk >= 0:
+                zero_cost[pk] += a
+                child_cost[pk] += b if kept else a
+        for k in range(n_nodes):
+            pk = parent[k]
+            if pk >= 0 and keep[pk] == 0:
+                keep[k] = 0
+            if keep[k] == 0:
+                for j in range(own_ptr[k], own_ptr[k + 1]):
+                    x[perm[j]] = 0.0
+
+
+@njit(**JIT)
+def prox_tree_linf(X, r0, r1, perm, own_ptr, node_end, parent, weights, lam, work, iwork):
+    """Prox of ``lam * sum_n w_n ||x_g(n)||_inf``, in place.
+
+    Each group step subtracts the projection onto the l1 ball of radius
+    ``lam*w``: it zeroes the group when its l1 norm is at most the radius and
+    otherwise clips magnitudes at the level ``tau`` where the excess equals
+    the radius; it lowers the group's l1 norm by exactly the radius. So the
+    groups that vanish follow from l1 norms alone (one O(p) pass), and a
+    clip level only involves the entries above ``max - lam*w``: they are
+    gathered by a sweep over the subtree that skips every child subtree whose
+    (upper bound of the) maximum is below that level, and ``tau`` follows by
+    Michelot's algorithm on them. Worst case O(p * depth) per row.
+    """
+    n_nodes = parent.shape[0]
+    p = perm.shape[0]
+    buf = work[0]
+    l1 = work[1]
+    mx = work[2]
+    cand_val = work[3]
+    dead = iwork[0]
+    cand_idx = iwork[1]
+    for i in range(r0, r1):
+        x = X[i]
+        for j in range(p):
+            buf[j] = x[perm[j]]
+        for k in range(n_nodes):
+            s = 0.0
+            m = 0.0
+            for j in range(own_ptr[k], own_ptr[k + 1]):
+                a = abs(buf[j])
+                s += a
+                if a > m:
+                    m = a
+            l1[k] = s
+            mx[k] = m
+        # Which groups vanish: from l1 norms alone.
+        for k in range(n_nodes - 1, -1, -1):
+            radius = lam * weights[k]
+            s = l1[k]
+            if radius > 0.0:
+                if s <= radius:
+                    dead[k] = 1
+                    s = 0.0
+                else:
+                    dead[k] = 0
+                    s -= radius
+            else:
+                dead[k] = 0
+            pk = parent[k]
+            if pk >= 0:
+                l1[pk] += s
+        for k in range(n_nodes):
+            pk = parent[k]
+            if pk >= 0 and dead[pk] != 0:
+                dead[k] = 1
+        # Clip levels, children before parents.
+        for k in range(n_nodes - 1, -1, -1):
+            if dead[k] != 0:
+                continue
+            radius = lam * weights[k]
+            if radius > 0.0:
+                t = mx[k] - radius
+                nc = 0
+                for j in range(own_ptr[k], own_ptr[k + 1]):
+                    a = abs(buf[j])
+                    if a >= t:
+                        cand_idx[nc] = j
+                        cand_val[nc] = a
+                        nc += 1
+                c = k + 1
+                end = node_end[k]
+                while c < end:
+                    if dead[c] != 0 or mx[c] < t:
+                        c = node_end[c]
+                        continue
+                    for j in range(own_ptr[c], own_ptr[c + 1]):
+                        a = abs(buf[j])
+                        if a >= t:
+                            cand_idx[nc] = j
+                            cand_val[nc] = a
+                            nc += 1
+                    c += 1
+                # Michelot's projection on the candidates.
+                s = 0.0
+                for q in range(nc):
+                    s += cand_val[q]
+                tau = (s - radius) / nc
+                while True:
+                    kept = 0
+                    s = 0.0
+                    for q in range(nc):
+                        a = cand_val[q]
+                        if a > tau:
+                            cand_val[kept] = a
+                            cand_idx[kept] = cand_idx[q]
+                            kept += 1
+                            s += a
+                    if kept == nc:
+                        break
+                    nc = kept
+                    tau = (s - radius) / nc
+                if tau < 0.0:
+                    tau = 0.0
+                for q in range(nc):
+                    j = cand_idx[q]
+                    buf[j] = tau if buf[j] > 0.0 else -tau
+                mx[k] = tau
+            pk = parent[k]
+            if pk >= 0 and mx[k] > mx[pk]:
+                mx[pk] = mx[k]
+        for k in range(n_nodes):
+            if dead[k] != 0:
+                pk = parent[k]
+                if pk < 0 or dead[pk] == 0:
+                    for j in range(own_ptr[k], own_ptr[node_end[k]]):
+                        buf[j] = 0.0
+        for j in range(p):
+            x[perm[j]] = buf[j]
+
+
+# ---------------------------------------------------------------------------
+# Penalty values
+# ---------------------------------------------------------------------------
+
+
+@njit(**JIT)
+def all_finite(X):
+    """Whether every entry of the 2-D array ``X`` is finite (no temporary)."""
+    for i in range(X.shape[0]):
+        for j in range(X.shape[1]):
+            v = X[i, j]
+            if not (v - v == 0.0):
+                return False
+    return True
+
+
+@njit(**JIT)
+def value_l1(X, out):
+    """``out[i] = sum_j |X[i, j]|``."""
+    for i in range(X.shape[0]):
+        s = 0.0
+        for j in range(X.shape[1]):
+            s += abs(X[i, j])
+        out[i] = s
+
+
+@njit(**JIT)
+def value_l0(X, out):
+    """``out[i]`` = number of non-zero entries of row ``i``."""
+    for i in range(X.shape[0]):
+        s = 0.0
+        for j in range(X.shape[1]):
+            if X[i, j] != 0.0:
+                s += 1.0
+        out[i] = s
+
+
+@njit(**JIT)
+def value_tree(X, out, kind, perm, own_ptr, node_end, parent, weights):
+    """Tree penalty of each row: ``kind`` 0 = tree_l2, 1 = tree_linf, 2 = tree_l0."""
+    n_nodes = parent.shape[0]
+    acc = np.empty(n_nodes)
+    for i in range(X.shape[0]):
+        x = X[i]
+        for k in range(n_nodes):
+            s = 0.0
+            for j in range(own_ptr[k], own_ptr[k + 1]):
+                v = x[perm[j]]
+                if kind == 0:
+                    s += v * v
+                elif kind == 1:
+                    s = max(s, abs(v))
+                elif v != 0.0:
+                    s = 1.0
+            acc[k] = s
+        total = 0.0
+        for k in range(n_nodes - 1, -1, -1):
+            s = acc[k]
+            pk = parent[k]
+            if pk >= 0:
+                if kind == 0:
+                    acc[pk] += s
+                else:
+                    acc[pk] = max(acc[pk], s)
+            if kind == 0:
+                s = np.sqrt(s)
+            total += weights[k] * s
+        out[i] = total
