@@ -72,10 +72,15 @@ def _get_pool(n_threads: int) -> ThreadPoolExecutor:
         return _pool
 
 
-def check_penalty(penalty: str, tree: Tree | None, n_vars: int | None = None) -> None:
-    """Validate a penalty name against a tree and a number of variables."""
+def check_penalty_name(penalty: str) -> None:
+    """Raise a ValueError listing the valid penalties if ``penalty`` is not one."""
     if penalty not in PENALTIES:
         raise ValueError(f"Invalid penalty: {penalty!r}; supported penalties are {', '.join(PENALTIES)}")
+
+
+def check_penalty(penalty: str, tree: Tree | None, n_vars: int | None = None) -> None:
+    """Validate a penalty name against a tree and a number of variables."""
+    check_penalty_name(penalty)
     if tree is not None and not isinstance(tree, Tree):
         raise TypeError(f"tree must be a restore.Tree, got {type(tree).__name__}")
     if penalty in TREE_PENALTIES:
