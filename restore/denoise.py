@@ -35,11 +35,11 @@ _OPPONENT = np.array([
 # units of an 8-bit image (255 for the image's dynamic range).
 _RULE_SIGMAS = np.array([5.0, 10.0, 25.0, 50.0, 100.0])
 _RULE_T = {
-    "l1": np.array([0.8, 0.9, 1.05, 1.2, 1.3]),
-    "l0": np.array([2.4, 2.5, 2.7, 2.9, 3.0]),
-    "tree_l2": np.array([0.57, 0.65, 0.84, 0.92, 1.0]),
-    "tree_linf": np.array([0.7, 0.8, 1.0, 1.1, 1.2]),
-    "tree_l0": np.array([1.6, 1.8, 2.1, 2.4, 2.6]),
+    "l1": np.array([0.747, 1.003, 1.458, 1.823, 2.307]),
+    "l0": np.array([2.086, 2.534, 3.126, 3.531, 3.907]),
+    "tree_l2": np.array([0.518, 0.650, 0.832, 0.947, 1.070]),
+    "tree_linf": np.array([0.667, 0.851, 1.126, 1.303, 1.463]),
+    "tree_l0": np.array([1.947, 2.109, 2.399, 2.574, 2.753]),
 }
 
 LamMethod = Literal["sure", "rule"]

@@ -1,0 +1,129 @@
+import csv
+
+import numpy as np
+import pytest
+from skimage import data, io
+
+from restore.evaluate import evaluate_denoising, markdown_table
+
+SMALL = {"sigmas": (20,), "wavelets": ("haar",), "penalties": ("l1", "tree_l2"), "n_draws": 2,
+         "n_jobs": 1, "progress": False}
+
+
+@pytest.fixture
+def image_dir(tmp_path):
+    d = tmp_path / "images"
+    d.mkdir()
+    io.imsave(d / "cam.png", data.camera()[::8, ::8], check_contrast=False)  # 64 x 64 grey
+    io.imsave(d / "astro.png", data.astronaut()[::8, ::8], check_contrast=False)  # colour -> grey
+    (d / "notes.txt").write_text("not an image")
+    return d
+
+
+def read_csv(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_outputs_and_protocol(image_dir, tmp_path):
+    out = tmp_path / "out"
+    rows = evaluate_denoising(image_dir, out, **SMALL)
+    # 2 images x 1 sigma x 2 draws x (2 penalties x 2 modes + BayesShrink)
+    assert len(rows) == 2 * 2 * (2 * 2 + 1)
+    assert {p.name for p in out.iterdir()} == {"results.csv", "table.md", "psnr.png", "config.json"}
+    table = read_csv(out / "results.csv")
+    assert len(table) == len(rows)
+    assert set(table[0]) == {"image", "sigma", "wavelet", "method", "lam_mode", "draw", "lam", "psnr", "seconds"}
+    by = {(r["image"], r["method"], r["lam_mode"], r["draw"]): float(r["psnr"]) for r in table}
+    for img in ("cam.png", "astro.png"):
+        for d in ("0", "1"):
+            assert by[(img, "tree_l2", "oracle", d)] >= by[(img, "tree_l2", "auto", d)] - 0.05
+            assert by[(img, "tree_l2", "oracle", d)] > 20 * np.log10(255 / 20) + 1  # beats the noisy image
+    md = (out / "table.md").read_text()
+    assert "| wavelet | sigma | l1 | tree_l2 | bayes_shrink |" in md and "| haar | 20 |" in md
+    assert (out / "psnr.png").read_bytes()[:4] == b"\x89PNG"
+    # the same seed gives the same numbers
+    rows2 = evaluate_denoising(image_dir, tmp_path / "out2", **SMALL)
+    assert [r["psnr"] for r in rows2] == [r["psnr"] for r in rows]
+
+
+def test_existing_results_are_not_clobbered(image_dir, tmp_path):
+    out = tmp_path / "out"
+    evaluate_denoising(image_dir, out, **SMALL)
+    before = (out / "results.csv").read_text()
+    with pytest.raises(FileExistsError, match="already holds evaluation results"):
+        evaluate_denoising(image_dir, out, **SMALL)
+    assert (out / "results.csv").read_text() == before
+    evaluate_denoising(image_dir, out, **{**SMALL, "force": True})
+    with pytest.raises(ValueError, match="must not be the image folder"):
+        evaluate_denoising(image_dir, image_dir / "results", **SMALL)
+
+
+def test_interrupted_run_resumes(image_dir, tmp_path):
+    out = tmp_path / "out"
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two(done, total):
+        if done == 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        evaluate_denoising(image_dir, out, **{**SMALL, "progress": stop_after_two})
+    assert (out / "results.partial.csv").exists() and not (out / "results.csv").exists()
+    # a torn last line (killed while writing) is ignored
+    with open(out / "results.partial.csv", "a") as fh:
+        fh.write("cam.png,20.0,haar,l1,ora")
+    seen = []
+    rows = evaluate_denoising(image_dir, out, **{**SMALL, "progress": lambda d, t: seen.append((d, t))})
+    assert seen[0] == (2, 4) and seen[-1] == (4, 4)  # two units were reused, two computed
+    clean = evaluate_denoising(image_dir, tmp_path / "clean", **SMALL)
+    assert sorted((r["image"], r["method"], r["lam_mode"], r["draw"], r["psnr"]) for r in rows) == sorted(
+        (r["image"], r["method"], r["lam_mode"], r["draw"], r["psnr"]) for r in clean)
+    # another configuration may not reuse the interrupted folder
+    with pytest.raises(Stop):
+        evaluate_denoising(image_dir, tmp_path / "o3", **{**SMALL, "progress": stop_after_two})
+    with pytest.raises(FileExistsError, match="another configuration"):
+        evaluate_denoising(image_dir, tmp_path / "o3", **{**SMALL, "sigmas": (30,)})
+
+
+def test_local_processes_match_serial(image_dir, tmp_path):
+    serial = evaluate_denoising(image_dir, tmp_path / "a", **SMALL)
+    parallel = evaluate_denoising(image_dir, tmp_path / "b", **{**SMALL, "n_jobs": 2})
+    key = lambda r: (r["image"], r["method"], r["lam_mode"], r["draw"])  # noqa: E731
+    assert {key(r): r["psnr"] for r in serial} == {key(r): r["psnr"] for r in parallel}
+
+
+def test_dask_local_cluster_on_loopback(image_dir, tmp_path):
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, host="127.0.0.1",
+                                  protocol="tcp", dashboard_address=None) as cluster:
+        rows = evaluate_denoising(image_dir, tmp_path / "d", scheduler=cluster.scheduler_address, **SMALL)
+    serial = evaluate_denoising(image_dir, tmp_path / "s", **SMALL)
+    key = lambda r: (r["image"], r["method"], r["lam_mode"], r["draw"])  # noqa: E731
+    assert {key(r): r["psnr"] for r in rows} == {key(r): r["psnr"] for r in serial}
+
+
+def test_bad_settings(image_dir, tmp_path):
+    for kwargs, match in [({"sigmas": (-5,)}, "sigmas"), ({"wavelets": ("bior2.2",)}, "not orthogonal"),
+                          ({"penalties": ("l2",)}, "Invalid penalty"), ({"lam_modes": ("best",)}, "lam mode"),
+                          ({"n_draws": 0}, "n_draws")]:
+        with pytest.raises(ValueError, match=match):
+            evaluate_denoising(image_dir, tmp_path / "x", **{**SMALL, **kwargs})
+    with pytest.raises(ValueError, match="does not exist"):
+        evaluate_denoising(tmp_path / "missing", tmp_path / "x", **SMALL)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="no images"):
+        evaluate_denoising(empty, tmp_path / "x", **SMALL)
+
+
+def test_markdown_layout():
+    rows = [{"image": "a", "sigma": 5.0, "wavelet": w, "method": m, "lam_mode": "oracle", "draw": d,
+             "lam": 1.0, "psnr": 30.0 + d, "seconds": 0.1}
+            for w in ("db3", "haar") for m in ("tree_l2", "l0") for d in (0, 1)]
+    md = markdown_table(rows)
+    assert "| wavelet | sigma | l0 | tree_l2 |" in md
+    assert md.index("| haar |") < md.index("| db3 |")  # paper order: Haar first
+    assert "30.50 ± 0.50" in md
