@@ -16,7 +16,8 @@ node range ``k .. node_end[k] - 1``):
 
 Signals are the rows of a C-contiguous float64 array ``X`` of shape (n, p);
 each kernel works in place on rows ``r0 .. r1 - 1`` so that the caller can
-split a batch between threads (kernels release the GIL). The tree kernels
+split a batch between threads (kernels release the GIL), with its own
+``lam`` per row (``lams``, float64 (n,)). The tree kernels
 take scratch space from the caller (``work``: float64 (4, m), ``iwork``:
 int64 (2, m), ``m >= max(N, p)``) so that repeated calls touch no fresh
 memory. All kernels use the flags of :mod:`restore._config`.
@@ -97,10 +98,11 @@ def preorder(parents):
 
 
 @njit(**JIT)
-def prox_l1(X, r0, r1, lam):
-    """Soft thresholding at ``lam``, in place."""
+def prox_l1(X, r0, r1, lams):
+    """Soft thresholding of row ``i`` at ``lams[i]``, in place."""
     p = X.shape[1]
     for i in range(r0, r1):
+        lam = lams[i]
         for j in range(p):
             v = X[i, j]
             if v > lam:
@@ -112,11 +114,11 @@ def prox_l1(X, r0, r1, lam):
 
 
 @njit(**JIT)
-def prox_l0(X, r0, r1, lam):
-    """Hard thresholding: keep ``v`` when ``|v| > sqrt(2*lam)`` (ties go to zero)."""
+def prox_l0(X, r0, r1, lams):
+    """Hard thresholding: keep ``v`` when ``|v| > sqrt(2*lams[i])`` (ties go to zero)."""
     p = X.shape[1]
-    thr = np.sqrt(2.0 * lam)
     for i in range(r0, r1):
+        thr = np.sqrt(2.0 * lams[i])
         for j in range(p):
             v = X[i, j]
             if not abs(v) > thr:
@@ -129,7 +131,7 @@ def prox_l0(X, r0, r1, lam):
 
 
 @njit(**JIT)
-def prox_tree_l2(X, r0, r1, perm, own_ptr, node_end, parent, weights, lam, work, iwork):
+def prox_tree_l2(X, r0, r1, perm, own_ptr, node_end, parent, weights, lams, work, iwork):
     """Prox of ``lam * sum_n w_n ||x_g(n)||_2``, in place, O(p) per row.
 
     The composition of the group steps (children before parents) is a product
@@ -142,6 +144,7 @@ def prox_tree_l2(X, r0, r1, perm, own_ptr, node_end, parent, weights, lam, work,
     scale = work[1]
     for i in range(r0, r1):
         x = X[i]
+        lam = lams[i]
         for k in range(n_nodes):
             s = 0.0
             for j in range(own_ptr[k], own_ptr[k + 1]):
@@ -172,7 +175,7 @@ def prox_tree_l2(X, r0, r1, perm, own_ptr, node_end, parent, weights, lam, work,
 
 
 @njit(**JIT)
-def prox_tree_l0(X, r0, r1, perm, own_ptr, node_end, parent, weights, lam, work, iwork):
+def prox_tree_l0(X, r0, r1, perm, own_ptr, node_end, parent, weights, lams, work, iwork):
     """Prox of ``lam * sum_n w_n [x_g(n) != 0]`` by Donoho's dynamic programme.
 
     Bottom-up ``C(n) = min(0.5*||u_g(n)||^2, lam*w(n) + sum_c C(c))``; top-down
@@ -185,6 +188,7 @@ def prox_tree_l0(X, r0, r1, perm, own_ptr, node_end, parent, weights, lam, work,
     keep = iwork[0]
     for i in range(r0, r1):
         x = X[i]
+        lam = lams[i]
         for k in range(n_nodes):
             s = 0.0
             for j in range(own_ptr[k], own_ptr[k + 1]):
@@ -211,7 +215,7 @@ def prox_tree_l0(X, r0, r1, perm, own_ptr, node_end, parent, weights, lam, work,
 
 
 @njit(**JIT)
-def prox_tree_linf(X, r0, r1, perm, own_ptr, node_end, parent, weights, lam, work, iwork):
+def prox_tree_linf(X, r0, r1, perm, own_ptr, node_end, parent, weights, lams, work, iwork):
     """Prox of ``lam * sum_n w_n ||x_g(n)||_inf``, in place.
 
     Each group step subtracts the projection onto the l1 ball of radius
@@ -234,6 +238,7 @@ def prox_tree_linf(X, r0, r1, perm, own_ptr, node_end, parent, weights, lam, wor
     cand_idx = iwork[1]
     for i in range(r0, r1):
         x = X[i]
+        lam = lams[i]
         for j in range(p):
             buf[j] = x[perm[j]]
         for k in range(n_nodes):

@@ -57,9 +57,9 @@ def _workspace(m: int) -> tuple[np.ndarray, np.ndarray]:
     return ws
 
 
-def _run_tree_kernel(kernel, X, r0, r1, flat, lam) -> None:
+def _run_tree_kernel(kernel, X, r0, r1, flat, lams) -> None:
     work, iwork = _workspace(max(flat.parent.shape[0], flat.perm.shape[0]))
-    kernel(X, r0, r1, *flat, lam, work, iwork)
+    kernel(X, r0, r1, *flat, lams, work, iwork)
 
 
 def _get_pool(n_threads: int) -> ThreadPoolExecutor:
@@ -119,28 +119,35 @@ def _check_lam(lam: float) -> float:
     return lam_f
 
 
-def _prox_rows(X: np.ndarray, lam: float, penalty: str, tree: Tree | None,
+def _prox_rows(X: np.ndarray, lam: float | np.ndarray, penalty: str, tree: Tree | None,
                n_threads: int | None = None) -> None:
     """Apply the prox in place to the rows of a C-contiguous float64 (n, p) array.
 
-    No validation: the caller guarantees shapes, dtype and a finite ``lam``.
+    ``lam`` is one value for all rows or a float64 array with one per row.
+    No validation: the caller guarantees shapes, dtype and finite lams >= 0.
     Rows are split among ``n_threads`` threads (default: all CPUs) when the
     batch is large enough.
     """
     n, p = X.shape
-    if n == 0 or p == 0 or lam == 0.0:  # lam = 0: the identity, exactly
+    if n == 0 or p == 0:
         return
+    if np.ndim(lam) == 0:
+        if lam == 0.0:  # the identity, exactly
+            return
+        lams = np.full(n, float(lam))
+    else:
+        lams = np.ascontiguousarray(lam, dtype=np.float64)
     if penalty == "l1":
-        kernel, args = _core.prox_l1, (lam,)
+        kernel, args = _core.prox_l1, (lams,)
     elif penalty == "l0":
-        kernel, args = _core.prox_l0, (lam,)
+        kernel, args = _core.prox_l0, (lams,)
     else:
         tree_kernel = _TREE_KERNELS[penalty]
 
-        def kernel(X, r0, r1, flat, lam):
-            _run_tree_kernel(tree_kernel, X, r0, r1, flat, lam)
+        def kernel(X, r0, r1, flat, lams):
+            _run_tree_kernel(tree_kernel, X, r0, r1, flat, lams)
 
-        args = (tree._flat, lam)  # noqa: SLF001
+        args = (tree._flat, lams)  # noqa: SLF001
     n_threads = default_num_threads() if n_threads is None else n_threads
     n_chunks = min(n_threads, n, max(1, (n * p) // _MIN_PARALLEL_WORK))
     if n_chunks <= 1:
