@@ -1,0 +1,274 @@
+"""Inpainting with a learned tree-structured dictionary of patches."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+from numpy.typing import ArrayLike, NDArray
+
+from .coding import _sparse_encode
+from .learning import TreeDictionaryLearning
+
+__all__ = ["default_dictionary", "inpaint"]
+
+ProgressCallback = Callable[[int, int], None]
+
+_DEFAULT_DICTS = {1: "dict_grey_8x8.npz", 3: "dict_colour_8x8.npz"}
+
+
+def default_dictionary(n_channels: int = 1) -> TreeDictionaryLearning | None:
+    """The generic tree dictionary of 8x8 patches shipped with the package.
+
+    Learned on ``sample_images/`` (``benchmarks/train_default_dictionary.py``),
+    centred and unit-norm patches, tree (10, 2, 2). Returns None when no
+    dictionary ships for that number of channels.
+    """
+    name = _DEFAULT_DICTS.get(n_channels)
+    if name is None:
+        return None
+    ref = resources.files("restore") / "data" / name
+    if not ref.is_file():
+        return None
+    with resources.as_file(ref) as path:
+        return TreeDictionaryLearning.load(path)
+
+
+def _patch_positions(shape: tuple[int, int], size: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-left corners of a patch grid with the given stride that covers the image."""
+    rows = np.arange(0, shape[0] - size + 1, stride)
+    cols = np.arange(0, shape[1] - size + 1, stride)
+    if rows[-1] != shape[0] - size:
+        rows = np.append(rows, shape[0] - size)
+    if cols[-1] != shape[1] - size:
+        cols = np.append(cols, shape[1] - size)
+    return rows, cols
+
+
+def _window_sums(a: np.ndarray, size: int) -> np.ndarray:
+    """Sum of ``a`` over every size x size window (integral image)."""
+    c = np.zeros((a.shape[0] + 1, a.shape[1] + 1), dtype=np.int64)
+    np.cumsum(np.cumsum(a, axis=0), axis=1, out=c[1:, 1:])
+    return c[size:, size:] - c[:-size, size:] - c[size:, :-size] + c[:-size, :-size]
+
+
+def _gather(img: np.ndarray, known: np.ndarray, r: np.ndarray, c: np.ndarray, size: int
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Patches (n, size*size*C) and their known-entry masks at corners (r, c)."""
+    win = sliding_window_view(img, (size, size), axis=(0, 1))  # (H', W', C, s, s)
+    P = win[r, c].transpose(0, 2, 3, 1).reshape(len(r), -1)  # (n, s, s, C) raveled
+    kwin = sliding_window_view(known, (size, size))
+    K = np.repeat(kwin[r, c].reshape(len(r), -1), img.shape[2], axis=1)
+    return P.astype(np.float64), K
+
+
+def _centre(P: np.ndarray, K: np.ndarray, n_ch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Remove each patch's per-channel mean over known entries; scale to unit norm."""
+    n = P.shape[0]
+    P3 = P.reshape(n, -1, n_ch)
+    K3 = K.reshape(n, -1, n_ch)
+    cnt = np.maximum(K3.sum(axis=1), 1)
+    mean = (P3 * K3).sum(axis=1) / cnt  # (n, C)
+    Z = (P3 - mean[:, None, :]) * K3
+    frac = K.mean(axis=1)
+    scale = np.linalg.norm(Z.reshape(n, -1), axis=1) / np.sqrt(np.maximum(frac, 1e-12))
+    scale = np.maximum(scale, 1e-8)
+    return Z.reshape(n, -1) / scale[:, None], mean, scale
+
+
+def _learn(img: np.ndarray, known: np.ndarray, size: int, init: TreeDictionaryLearning | None, n_train: int,
+           lam: float, rng: np.random.Generator, progress: ProgressCallback | None) -> TreeDictionaryLearning:
+    """Learn a dictionary from the image's own patches (complete ones when there are enough)."""
+    n_ch = img.shape[2]
+    missing_in_window = _window_sums(~known, size)
+    r_all, c_all = np.nonzero(missing_in_window == 0)
+    use_mask = len(r_all) < max(2000, n_train // 4)
+    if use_mask:
+        frac_known = 1.0 - missing_in_window / float(size * size)
+        r_all, c_all = np.nonzero(frac_known >= 0.1)
+    pick = rng.choice(len(r_all), size=min(n_train, len(r_all)), replace=False)
+    P, K = _gather(img, known, r_all[pick], c_all[pick], size)
+    Z, _, scale = _centre(P, K, n_ch)
+    keep = scale > 1e-6
+    Z, K = Z[keep], K[keep]
+    est = TreeDictionaryLearning((10, 2, 2), lam=lam, batch_size=256, n_epochs=1, max_code_iter=50,
+                                 dict_init=None if init is None else init.components_, rng=rng,
+                                 progress=progress)
+    if init is not None:
+        est.set_params(branching=init.branching, penalty=init.penalty, n_atoms=init.n_atoms)
+    est.fit(Z, mask=K if use_mask else None)
+    return est
+
+
+def inpaint(
+    image: ArrayLike,
+    mask: ArrayLike,
+    *,
+    dictionary: TreeDictionaryLearning | str | os.PathLike | None = None,
+    patch_size: int = 8,
+    stride: int = 1,
+    lam: float | None = None,
+    channel_axis: int | None = None,
+    n_train: int = 20000,
+    batch_size: int = 8192,
+    max_iter: int = 60,
+    rng: int | np.random.Generator | None = None,
+    progress: ProgressCallback | None = None,
+) -> NDArray[np.floating]:
+    """Fill the masked pixels of an image from a dictionary of patches.
+
+    Every patch that touches the mask is sparse-coded on its known pixels
+    over a tree-structured dictionary; the reconstructions are averaged
+    (weighted by how much of each patch is known) into the masked pixels.
+    Known pixels are returned bit for bit. Holes wider than a patch are
+    filled from their border inwards, one ring of patches per round.
+
+    Parameters
+    ----------
+    image : ndarray, shape (M, N) or (M, N, C) with ``channel_axis``
+        The image; float32 stays float32, integers are converted to float
+        in [0, 1] (float64).
+    mask : array_like of bool, shape (M, N)
+        True where pixels are missing (as in
+        :func:`skimage.restoration.inpaint_biharmonic`).
+    dictionary : TreeDictionaryLearning or path, optional
+        A fitted dictionary of centred, unit-norm patches of
+        ``patch_size**2 * C`` features, or a file saved by its ``save``.
+        Default: learned from the image itself (complete patches when there
+        are enough, partially known ones otherwise), warm started from the
+        dictionary shipped with the package.
+    patch_size : int, default 8
+        Side of the square patches.
+    stride : int, default 1
+        Distance between coded patches; 1 codes every patch touching the
+        mask (best quality), 2 is about 4 times faster.
+    lam : float, optional
+        Regularisation of the codes of unit-norm patches (default: the
+        dictionary's own ``lam``).
+    channel_axis : int, optional
+        Axis of colour channels; colour patches are coded jointly.
+    n_train : int
+        Patches used to learn a dictionary from the image.
+    batch_size, max_iter : int
+        Patches coded together, and FISTA iterations per batch.
+    rng : int or Generator, optional
+        Randomness of the training-patch sample (default 0).
+    progress : callable, optional
+        ``progress(done, total)`` after each batch of patches; may raise
+        :class:`restore.Cancelled` to stop (nothing is returned then).
+
+    Returns
+    -------
+    ndarray
+        The inpainted image, same shape and float dtype as ``image``.
+
+    Raises
+    ------
+    ValueError
+        Mask of the wrong shape, mask with every pixel missing, NaN or inf
+        in the image, patch larger than the image, dictionary of the wrong
+        patch size.
+    """
+    img0 = np.asarray(image)
+    if img0.dtype.kind not in "biuf":
+        raise ValueError(f"image must be a real numeric array, got dtype {img0.dtype}")
+    if img0.dtype.kind != "f":
+        from skimage.util import img_as_float
+
+        img0 = img_as_float(img0)
+    if channel_axis is not None:
+        if img0.ndim != 3 or not -3 <= channel_axis < 3:
+            raise ValueError(f"with channel_axis the image must have 3 dimensions, got shape {img0.shape}")
+        img = np.moveaxis(img0, channel_axis, -1)
+    else:
+        if img0.ndim != 2:
+            raise ValueError(f"image must be 2-D (or 3-D with channel_axis), got shape {img0.shape}")
+        img = img0[..., None]
+    H, W, n_ch = img.shape
+    M = np.asarray(mask)
+    if M.shape != (H, W):
+        raise ValueError(f"mask must have the image's spatial shape {(H, W)}, got {M.shape}")
+    M = M.astype(bool)
+    if not isinstance(patch_size, (int, np.integer)) or patch_size < 2:
+        raise ValueError(f"patch_size must be an integer >= 2, got {patch_size!r}")
+    if patch_size > min(H, W):
+        raise ValueError(f"patch_size {patch_size} is larger than the image ({H}x{W})")
+    if not isinstance(stride, (int, np.integer)) or not 1 <= stride <= patch_size:
+        raise ValueError(f"stride must be an integer in [1, patch_size], got {stride!r}")
+    if not M.any():
+        return img0.copy()
+    if M.all():
+        raise ValueError("mask marks every pixel as missing: nothing to inpaint from")
+    known_px = ~M
+    if not np.all(np.isfinite(img[known_px])):
+        raise ValueError("image contains NaN or infinite values at known pixels")
+    gen = np.random.default_rng(0 if rng is None else rng)
+    est = _resolve_dictionary(dictionary, patch_size, n_ch)
+    if dictionary is None:  # learn from the image, warm started from the shipped dictionary
+        est = _learn(img, known_px, patch_size, est, n_train, 0.1 if est is None else est.lam, gen, None)
+    lam_code = float(est.lam if lam is None else lam)
+    if not np.isfinite(lam_code) or lam_code < 0:
+        raise ValueError(f"lam must be finite and >= 0, got {lam!r}")
+
+    work = np.where(M[..., None], 0, img).astype(np.float32 if img.dtype == np.float32 else np.float64)
+    known = known_px.copy()
+    todo = M.copy()
+    D = est.components_
+    while todo.any():
+        sums = np.zeros((H, W, n_ch))
+        weights = np.zeros((H, W))
+        rows, cols = _patch_positions((H, W), patch_size, stride)
+        touch = _window_sums(todo, patch_size)[np.ix_(rows, cols)] > 0
+        has_known = _window_sums(known, patch_size)[np.ix_(rows, cols)] > 0
+        rr, cc = np.nonzero(touch & has_known)
+        r_pos, c_pos = rows[rr], cols[cc]
+        n = len(r_pos)
+        n_batches = -(-n // batch_size)
+        for b in range(n_batches):
+            sl = slice(b * batch_size, (b + 1) * batch_size)
+            P, K = _gather(work, known, r_pos[sl], c_pos[sl], patch_size)
+            Z, mean, scale = _centre(P, K, n_ch)
+            codes, _ = _sparse_encode(Z, D, K, lam_code, est.penalty, est.tree_, None, max_iter, 1e-4,
+                                      False, 4096, gen)
+            rec = (codes @ D) * scale[:, None]
+            rec = rec.reshape(len(P), patch_size, patch_size, n_ch) + mean[:, None, None, :]
+            wgt = K[:, ::n_ch].mean(axis=1) ** 2  # patches with more known pixels count more
+            for di in range(patch_size):
+                for dj in range(patch_size):
+                    ri, ci = r_pos[sl] + di, c_pos[sl] + dj
+                    sums[ri, ci] += rec[:, di, dj, :] * wgt[:, None]
+                    weights[ri, ci] += wgt
+            if progress is not None:
+                progress(b + 1, n_batches)
+        filled = todo & (weights > 0)
+        if not filled.any():  # cannot happen while some pixel is known; guard against a stall
+            raise RuntimeError("inpainting made no progress")
+        work[filled] = (sums[filled] / weights[filled][:, None]).astype(work.dtype)
+        known |= filled
+        todo &= ~filled
+    out = img.astype(img.dtype, copy=True)
+    out[M] = work[M].astype(img.dtype)
+    if channel_axis is not None:
+        return np.moveaxis(out, -1, channel_axis)
+    return out[..., 0]
+
+
+def _resolve_dictionary(dictionary, patch_size: int, n_ch: int) -> TreeDictionaryLearning | None:
+    m = patch_size * patch_size * n_ch
+    if dictionary is None:
+        est = default_dictionary(n_ch) if patch_size == 8 else None
+        return est
+    if isinstance(dictionary, (str, os.PathLike)):
+        if not Path(dictionary).is_file():
+            raise ValueError(f"dictionary file {str(dictionary)!r} does not exist")
+        dictionary = TreeDictionaryLearning.load(dictionary)
+    if not isinstance(dictionary, TreeDictionaryLearning) or not hasattr(dictionary, "components_"):
+        raise ValueError("dictionary must be a fitted TreeDictionaryLearning or the path of a saved one")
+    if dictionary.components_.shape[1] != m:
+        raise ValueError(f"dictionary atoms have {dictionary.components_.shape[1]} features, but "
+                         f"{patch_size}x{patch_size} patches with {n_ch} channel(s) have {m}")
+    return dictionary

@@ -1,0 +1,111 @@
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from restore import Cancelled, Tree, penalty_value, prox, sparse_encode
+
+
+def objective(X, D, A, lam, penalty, tree, M=None):
+    R = A @ D - X
+    if M is not None:
+        R = R * M
+    return 0.5 * np.sum(R * R) + lam * np.sum(penalty_value(A.T, penalty=penalty, tree=tree))
+
+
+@pytest.fixture
+def problem(rng):
+    tree = Tree.balanced((4, 3))
+    k, m = tree.n_vars, 24
+    D = rng.standard_normal((k, m))
+    D /= np.linalg.norm(D, axis=1, keepdims=True)
+    X = rng.standard_normal((300, m))
+    return tree, D, X
+
+
+@pytest.mark.parametrize("penalty", ["l1", "tree_l2", "tree_linf"])
+def test_reaches_the_optimum(problem, penalty, rng):
+    tree, D, X = problem
+    lam = 0.3
+    A = sparse_encode(X, D, lam=lam, penalty=penalty, tree=tree)
+    ref = sparse_encode(X, D, lam=lam, penalty=penalty, tree=tree, max_iter=5000, tol=0)
+    f, f_ref = objective(X, D, A, lam, penalty, tree), objective(X, D, ref, lam, penalty, tree)
+    assert f <= f_ref * (1 + 1e-4)
+    # and nothing nearby is better
+    for _ in range(5):
+        Z = ref + 1e-3 * rng.standard_normal(ref.shape)
+        assert objective(X, D, Z, lam, penalty, tree) >= f_ref - 1e-9
+
+
+@pytest.mark.parametrize("penalty", ["l1", "l0", "tree_l2", "tree_linf", "tree_l0"])
+def test_orthonormal_dictionary_is_one_prox(penalty, rng):
+    tree = Tree.balanced((3, 2))
+    X = rng.standard_normal((50, tree.n_vars)) * 2
+    A = sparse_encode(X, np.eye(tree.n_vars), lam=0.5, penalty=penalty, tree=tree)
+    np.testing.assert_allclose(A, prox(X.T, 0.5, penalty=penalty, tree=tree).T, atol=1e-12)
+
+
+def test_masked_entries_are_ignored(problem, rng):
+    tree, D, X = problem
+    M = rng.random(X.shape) > 0.6
+    A1 = sparse_encode(X, D, lam=0.2, tree=tree, mask=M)
+    A2 = sparse_encode(np.where(M, X, 1e3), D, lam=0.2, tree=tree, mask=M)
+    np.testing.assert_allclose(A1, A2, atol=1e-10)
+    ref = sparse_encode(X, D, lam=0.2, tree=tree, mask=M, max_iter=5000, tol=0)
+    assert objective(X, D, A1, 0.2, "tree_l2", tree, M) <= objective(X, D, ref, 0.2, "tree_l2", tree, M) * (1 + 1e-4)
+
+
+def test_batches_warm_start_and_progress(problem):
+    tree, D, X = problem
+    calls = []
+    A = sparse_encode(X, D, lam=0.2, tree=tree, batch_size=100, progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(1, 3), (2, 3), (3, 3)]
+    A_warm = sparse_encode(X, D, lam=0.2, tree=tree, init=A, max_iter=5)
+    assert objective(X, D, A_warm, 0.2, "tree_l2", tree) <= objective(X, D, A, 0.2, "tree_l2", tree) * (1 + 1e-6)
+
+    def cancel(done, total):
+        raise Cancelled
+
+    with pytest.raises(Cancelled):
+        sparse_encode(X, D, lam=0.2, tree=tree, batch_size=100, progress=cancel)
+
+
+def test_errors(problem):
+    tree, D, X = problem
+    with pytest.raises(ValueError, match="features per atom"):
+        sparse_encode(X[:, :5], D, lam=0.1, tree=tree)
+    with pytest.raises(ValueError, match="the tree has"):
+        sparse_encode(X, D[:5], lam=0.1, tree=tree)
+    with pytest.raises(ValueError, match="NaN"):
+        sparse_encode(np.full_like(X, np.nan), D, lam=0.1, tree=tree)
+    with pytest.raises(ValueError, match="lam must be"):
+        sparse_encode(X, D, lam=-1, tree=tree)
+    with pytest.raises(ValueError, match="mask must have the shape"):
+        sparse_encode(X, D, lam=0.1, tree=tree, mask=np.ones(3, bool))
+    with pytest.raises(ValueError, match="two-dimensional"):
+        sparse_encode(X[0], D, lam=0.1, tree=tree)
+
+
+@pytest.mark.parametrize("loss", ["square", "square-missing"])
+def test_matches_spams_fistaTree(loss, rng):
+    spams = pytest.importorskip("spams")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from _spams import spams_tree
+
+    tree = Tree.balanced((10, 3, 3))
+    k, m = tree.n_vars, 64
+    D = rng.standard_normal((k, m))
+    D /= np.linalg.norm(D, axis=1, keepdims=True)
+    X = rng.standard_normal((500, m))
+    M = rng.random(X.shape) > 0.5 if loss == "square-missing" else None
+    lam = 0.1
+    st, perm = spams_tree(tree)
+    Xs = X.T if M is None else np.where(M, X, np.nan).T
+    W = spams.fistaTree(np.asfortranarray(Xs), np.asfortranarray(D[perm].T), np.zeros((k, X.shape[0]), order="F"),
+                        st, numThreads=1, lambda1=lam, regul="tree-l2", loss=loss, max_it=1000, tol=1e-8, it0=10000)
+    A_spams = np.empty((X.shape[0], k))
+    A_spams[:, perm] = W.T
+    A = sparse_encode(X, D, lam=lam, tree=tree, mask=M)
+    f, f_spams = objective(X, D, A, lam, "tree_l2", tree, M), objective(X, D, A_spams, lam, "tree_l2", tree, M)
+    assert abs(f - f_spams) <= 1e-4 * f_spams
