@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from .coding import Cancelled, sparse_encode
 from .denoise import LamChoice, choose_lam, denoise_wavelet_tree, estimate_sigma
-from .inpaint import default_dictionary, inpaint
+from .inpainting import default_dictionary, inpaint
 from .learning import TreeDictionaryLearning
-from .prox import PENALTIES, TREE_PENALTIES, penalty_value, prox
+from .proximal import PENALTIES, TREE_PENALTIES, penalty_value, prox
 from .tree import Tree
 from .wavelet import wavelet_quadtree
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .prox import _prox_rows, check_penalty
+from .proximal import _penalty_rows, _prox_rows, check_penalty
 from .tree import Tree
 
 __all__ = ["Cancelled", "sparse_encode"]
@@ -88,20 +88,10 @@ def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float, penal
 
 
 def _objective(X, D, M, A, lam, penalty, tree) -> float:
-    from . import _core
-    from .prox import _VALUE_KIND
-
     R = A @ D - X
     if M is not None:
         R *= M
-    omega = np.zeros(A.shape[0])
-    Ac = np.ascontiguousarray(A)
-    if penalty == "l1":
-        _core.value_l1(Ac, omega)
-    elif penalty == "l0":
-        _core.value_l0(Ac, omega)
-    else:
-        _core.value_tree(Ac, omega, _VALUE_KIND[penalty], *tree._flat)  # noqa: SLF001
+    omega = _penalty_rows(np.ascontiguousarray(A), penalty, tree)
     return 0.5 * float(np.sum(R * R)) + lam * float(omega.sum())
 
 

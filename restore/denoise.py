@@ -11,7 +11,7 @@ import numpy as np
 import pywt
 from numpy.typing import ArrayLike, NDArray
 
-from .prox import PENALTIES, _prox_rows, check_penalty_name
+from .proximal import PENALTIES, _prox_rows, check_penalty_name
 from .tree import Tree
 from .wavelet import _check_wavelet, default_level, wavelet_quadtree
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from ._config import default_num_threads
 from .denoise import _lam_for_plane, _plan, _resolve_method, _shrink_rows, _sure_search
-from .prox import check_penalty_name
+from .proximal import check_penalty_name
 from .wavelet import _check_wavelet, default_level
 
 __all__ = ["EvaluationConfig", "evaluate_denoising", "load_grey_images"]

@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .coding import ProgressCallback, _as_matrix, _sparse_encode
-from .prox import TREE_PENALTIES, check_penalty_name
+from .proximal import TREE_PENALTIES, check_penalty_name
 from .tree import Tree
 
 __all__ = ["TreeDictionaryLearning"]

@@ -11,7 +11,7 @@ RANK = {
     "_config": 0,
     "_core": 1,
     "tree": 2,
-    "prox": 3,
+    "proximal": 3,
     "wavelet": 4,
 }
 UPPER = 10  # jobs, solvers, cli and anything added later sit above the core

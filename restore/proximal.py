@@ -271,6 +271,12 @@ def penalty_value(
     """
     X, shape, _ = _as_signals(u)
     check_penalty(penalty, tree, X.shape[1])
+    out = _penalty_rows(X, penalty, tree)
+    return float(out[0]) if len(shape) == 1 else out
+
+
+def _penalty_rows(X: np.ndarray, penalty: str, tree: Tree | None) -> np.ndarray:
+    """Omega of each row of a C-contiguous float64 (n, p) array (unvalidated)."""
     out = np.zeros(X.shape[0])
     if X.shape[1]:
         if penalty == "l1":
@@ -279,4 +285,4 @@ def penalty_value(
             _core.value_l0(X, out)
         else:
             _core.value_tree(X, out, _VALUE_KIND[penalty], *tree._flat)  # noqa: SLF001
-    return float(out[0]) if len(shape) == 1 else out
+    return out
