@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from . import PENALTIES
+from ._io import atomic_path
 
 __all__ = ["main"]
 
@@ -44,12 +44,13 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def read_image(path: Path) -> np.ndarray:
     """Read an image file (PNG, TIFF, JPEG...) as stored, with a clear error."""
-    from skimage import io
+    import imageio.v3 as iio
 
     if not path.is_file():
         raise SystemExit(f"error: input image {str(path)!r} does not exist")
+    data = path.read_bytes()  # readers get bytes: no file handle left open on failure
     try:
-        return io.imread(path)
+        return np.asarray(iio.imread(data, extension=path.suffix.lower() or None))
     except Exception as exc:  # noqa: BLE001 - report any reader failure plainly
         raise SystemExit(f"error: cannot read {str(path)!r} as an image: {exc}") from None
 
@@ -63,14 +64,8 @@ def write_image_atomic(path: Path, image: np.ndarray, inputs: list[Path], force:
             raise SystemExit(f"error: output {str(path)!r} is the input file; choose another name")
     if path.exists() and not force:
         raise SystemExit(f"error: {str(path)!r} exists; pass --force to replace it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         io.imsave(tmp, image, check_contrast=False)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
 
 
 def _to_float(image: np.ndarray) -> tuple[np.ndarray, float]:

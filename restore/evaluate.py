@@ -17,7 +17,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -27,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ._config import default_num_threads
+from ._io import atomic_path, atomic_write_text
 from .denoise import _lam_for_plane, _plan, _resolve_method, _shrink_rows, _sure_search
 from .proximal import check_penalty_name
 from .wavelet import _check_wavelet, default_level
@@ -244,8 +244,8 @@ def evaluate_denoising(
     report.close()
     rows.sort(key=lambda r: (r["image"], float(r["sigma"]), r["wavelet"], r["method"], r["lam_mode"],
                              int(r["draw"])))
-    _atomic_write(paths["csv"], _csv_text(rows))
-    _atomic_write(paths["table"], markdown_table(rows))
+    atomic_write_text(paths["csv"], _csv_text(rows))
+    atomic_write_text(paths["table"], markdown_table(rows))
     _write_plot(rows, paths["plot"])
     paths["partial"].unlink()
     return rows
@@ -329,7 +329,7 @@ def _prepare_out_dir(out: Path, config: EvaluationConfig, force: bool, image_dir
         if old != cfg_text:
             raise FileExistsError(f"{str(out)!r} holds an interrupted run with another configuration: "
                                   "pass force=True (--force) to start again")
-    _atomic_write(paths["config"], cfg_text)
+    atomic_write_text(paths["config"], cfg_text)
     return paths
 
 
@@ -359,19 +359,6 @@ def _csv_text(rows: list[dict]) -> str:
     for r in rows:
         writer.writerow({k: (f"{r[k]:.6g}" if isinstance(r[k], float) else r[k]) for k in COLUMNS})
     return buf.getvalue()
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def summarize(rows: list[dict]) -> dict[tuple, tuple[float, float, int]]:
@@ -443,12 +430,9 @@ def _write_plot(rows: list[dict], path: Path) -> None:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=110)
     finally:
         plt.close(fig)
-        Path(tmp).unlink(missing_ok=True)
 

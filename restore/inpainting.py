@@ -19,6 +19,15 @@ __all__ = ["default_dictionary", "inpaint"]
 ProgressCallback = Callable[[int, int], None]
 
 _DEFAULT_DICTS = {1: "dict_grey_8x8.npz", 3: "dict_colour_8x8.npz"}
+_WEIGHT_POWER = 0.0
+_MIN_COMPLETE = 2000
+_DEFAULT_LAM = 0.02
+_FINE_TUNE = True
+_REFINE_PASSES = 0
+_PLANE = True
+_BACKGROUND = False
+_BG_SIGMA = 2.0
+_PLANE_RIDGE = 1.0
 
 
 def default_dictionary(n_channels: int = 1) -> TreeDictionaryLearning | None:
@@ -66,14 +75,34 @@ def _gather(img: np.ndarray, known: np.ndarray, r: np.ndarray, c: np.ndarray, si
     return P.astype(np.float64), K
 
 
+def _plane_basis(n_px: int) -> np.ndarray:
+    s = int(round(np.sqrt(n_px)))
+    y, x = np.mgrid[0:s, 0:s]
+    x = (x - (s - 1) / 2) / s
+    y = (y - (s - 1) / 2) / s
+    return np.stack([np.ones(n_px), x.ravel(), y.ravel()], axis=1)  # (n_px, 3)
+
+
 def _centre(P: np.ndarray, K: np.ndarray, n_ch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Remove each patch's per-channel mean over known entries; scale to unit norm."""
+    """Remove each patch's per-channel mean over known entries; scale to unit norm.
+
+    Returns the centred, scaled patches, the per-pixel background removed
+    (n, n_px, C) and the scales.
+    """
     n = P.shape[0]
     P3 = P.reshape(n, -1, n_ch)
     K3 = K.reshape(n, -1, n_ch)
-    cnt = np.maximum(K3.sum(axis=1), 1)
-    mean = (P3 * K3).sum(axis=1) / cnt  # (n, C)
-    Z = (P3 - mean[:, None, :]) * K3
+    if _PLANE:
+        Bs = _plane_basis(P3.shape[1])
+        Kp = K3[:, :, 0].astype(np.float64)
+        G = np.einsum("np,pi,pj->nij", Kp, Bs, Bs) + np.diag([1e-9, _PLANE_RIDGE, _PLANE_RIDGE])
+        rhs = np.einsum("np,pi,npc->nic", Kp, Bs, P3)
+        coef = np.linalg.solve(G, rhs)
+        mean = np.einsum("pi,nic->npc", Bs, coef)
+    else:
+        cnt = np.maximum(K3.sum(axis=1), 1)
+        mean = np.broadcast_to(((P3 * K3).sum(axis=1) / cnt)[:, None, :], P3.shape)
+    Z = (P3 - mean) * K3
     frac = K.mean(axis=1)
     scale = np.linalg.norm(Z.reshape(n, -1), axis=1) / np.sqrt(np.maximum(frac, 1e-12))
     scale = np.maximum(scale, 1e-8)
@@ -81,27 +110,27 @@ def _centre(P: np.ndarray, K: np.ndarray, n_ch: int) -> tuple[np.ndarray, np.nda
 
 
 def _learn(img: np.ndarray, known: np.ndarray, size: int, init: TreeDictionaryLearning | None, n_train: int,
-           lam: float, rng: np.random.Generator, progress: ProgressCallback | None) -> TreeDictionaryLearning:
-    """Learn a dictionary from the image's own patches (complete ones when there are enough)."""
+           rng: np.random.Generator, progress: ProgressCallback | None) -> TreeDictionaryLearning | None:
+    """Fine-tune a dictionary on the image's complete patches (None when there are too few).
+
+    Warm started from ``init`` (the shipped dictionary) when given. With
+    random pixel loss an image has few complete patches; masked learning from
+    scratch then does worse than the generic dictionary, which is used as is.
+    """
     n_ch = img.shape[2]
-    missing_in_window = _window_sums(~known, size)
-    r_all, c_all = np.nonzero(missing_in_window == 0)
-    use_mask = len(r_all) < max(2000, n_train // 4)
-    if use_mask:
-        frac_known = 1.0 - missing_in_window / float(size * size)
-        r_all, c_all = np.nonzero(frac_known >= 0.1)
+    r_all, c_all = np.nonzero(_window_sums(~known, size) == 0)
+    if len(r_all) < _MIN_COMPLETE:
+        return None
     pick = rng.choice(len(r_all), size=min(n_train, len(r_all)), replace=False)
     P, K = _gather(img, known, r_all[pick], c_all[pick], size)
     Z, _, scale = _centre(P, K, n_ch)
-    keep = scale > 1e-6
-    Z, K = Z[keep], K[keep]
-    est = TreeDictionaryLearning((10, 2, 2), lam=lam, batch_size=256, n_epochs=1, max_code_iter=50,
-                                 dict_init=None if init is None else init.components_, rng=rng,
-                                 progress=progress)
+    Z = Z[scale > 0.05 * np.median(scale)]
+    params = {"branching": (10, 2, 2), "penalty": "tree_l2", "n_atoms": None, "lam": 0.1}
     if init is not None:
-        est.set_params(branching=init.branching, penalty=init.penalty, n_atoms=init.n_atoms)
-    est.fit(Z, mask=K if use_mask else None)
-    return est
+        params = {k: init.get_params()[k] for k in params}
+    est = TreeDictionaryLearning(**params, batch_size=256, n_epochs=1, max_code_iter=50,
+                                 dict_init=None if init is None else init.components_, rng=rng, progress=progress)
+    return est.fit(Z)
 
 
 def inpaint(
@@ -147,8 +176,8 @@ def inpaint(
         Distance between coded patches; 1 codes every patch touching the
         mask (best quality), 2 is about 4 times faster.
     lam : float, optional
-        Regularisation of the codes of unit-norm patches (default: the
-        dictionary's own ``lam``).
+        Regularisation of the codes of the centred patches, each scaled to
+        unit norm (default 0.02).
     channel_axis : int, optional
         Axis of colour channels; colour patches are coded jointly.
     n_train : int
@@ -208,9 +237,12 @@ def inpaint(
         raise ValueError("image contains NaN or infinite values at known pixels")
     gen = np.random.default_rng(0 if rng is None else rng)
     est = _resolve_dictionary(dictionary, patch_size, n_ch)
-    if dictionary is None:  # learn from the image, warm started from the shipped dictionary
-        est = _learn(img, known_px, patch_size, est, n_train, 0.1 if est is None else est.lam, gen, None)
-    lam_code = float(est.lam if lam is None else lam)
+    if dictionary is None and _FINE_TUNE:  # adapt to the image, warm started from the shipped dictionary
+        est = _learn(img, known_px, patch_size, est, n_train, gen, None) or est
+    if est is None:
+        raise ValueError(f"no dictionary for {patch_size}x{patch_size} patches with {n_ch} channel(s) ships with "
+                         "the package and the image has too few complete patches to learn one: pass dictionary=")
+    lam_code = float(_DEFAULT_LAM if lam is None else lam)
     if not np.isfinite(lam_code) or lam_code < 0:
         raise ValueError(f"lam must be finite and >= 0, got {lam!r}")
 
@@ -218,43 +250,82 @@ def inpaint(
     known = known_px.copy()
     todo = M.copy()
     D = est.components_
+    coder = (D, lam_code, est.penalty, est.tree_, max_iter, gen)
+    bg = None
+    if _BACKGROUND:
+        bg = _smooth_fill(work, known_px, _BG_SIGMA)
+        work = work - bg
+    rounds = 0
     while todo.any():
-        sums = np.zeros((H, W, n_ch))
-        weights = np.zeros((H, W))
-        rows, cols = _patch_positions((H, W), patch_size, stride)
-        touch = _window_sums(todo, patch_size)[np.ix_(rows, cols)] > 0
-        has_known = _window_sums(known, patch_size)[np.ix_(rows, cols)] > 0
-        rr, cc = np.nonzero(touch & has_known)
-        r_pos, c_pos = rows[rr], cols[cc]
-        n = len(r_pos)
-        n_batches = -(-n // batch_size)
-        for b in range(n_batches):
-            sl = slice(b * batch_size, (b + 1) * batch_size)
-            P, K = _gather(work, known, r_pos[sl], c_pos[sl], patch_size)
-            Z, mean, scale = _centre(P, K, n_ch)
-            codes, _ = _sparse_encode(Z, D, K, lam_code, est.penalty, est.tree_, None, max_iter, 1e-4,
-                                      False, 4096, gen)
-            rec = (codes @ D) * scale[:, None]
-            rec = rec.reshape(len(P), patch_size, patch_size, n_ch) + mean[:, None, None, :]
-            wgt = K[:, ::n_ch].mean(axis=1) ** 2  # patches with more known pixels count more
-            for di in range(patch_size):
-                for dj in range(patch_size):
-                    ri, ci = r_pos[sl] + di, c_pos[sl] + dj
-                    sums[ri, ci] += rec[:, di, dj, :] * wgt[:, None]
-                    weights[ri, ci] += wgt
-            if progress is not None:
-                progress(b + 1, n_batches)
+        sums, weights = _fill_pass(work, known, todo, patch_size, stride, batch_size, coder, progress)
         filled = todo & (weights > 0)
         if not filled.any():  # cannot happen while some pixel is known; guard against a stall
             raise RuntimeError("inpainting made no progress")
         work[filled] = (sums[filled] / weights[filled][:, None]).astype(work.dtype)
         known |= filled
         todo &= ~filled
+        rounds += 1
+    for _ in range(_REFINE_PASSES):
+        sums, weights = _fill_pass(work, known, M, patch_size, stride, batch_size, coder, progress)
+        work[M] = (sums[M] / weights[M][:, None]).astype(work.dtype)
+    if bg is not None:
+        work = work + bg
     out = img.astype(img.dtype, copy=True)
     out[M] = work[M].astype(img.dtype)
     if channel_axis is not None:
         return np.moveaxis(out, -1, channel_axis)
     return out[..., 0]
+
+
+def _smooth_fill(img: np.ndarray, known: np.ndarray, sigma: float) -> np.ndarray:
+    """Normalised convolution: Gaussian-weighted average of the known pixels, widening until all are covered."""
+    from scipy.ndimage import gaussian_filter
+
+    out = np.where(known[..., None], img, 0).astype(np.float64)
+    k = known.astype(np.float64)
+    todo = np.ones(known.shape, bool)
+    res = np.zeros_like(out)
+    s = sigma
+    while todo.any():
+        num = np.stack([gaussian_filter(out[..., c], s, mode="reflect") for c in range(out.shape[2])], axis=-1)
+        den = gaussian_filter(k, s, mode="reflect")
+        ok = todo & (den > 1e-3)
+        res[ok] = num[ok] / den[ok][:, None]
+        todo &= ~ok
+        s *= 2
+    return res.astype(img.dtype)
+
+
+def _fill_pass(work, known, target, patch_size, stride, batch_size, coder, progress):
+    """Code every patch touching ``target`` with a known pixel; weighted sums of the estimates."""
+    D, lam_code, penalty, tree, max_iter, gen = coder
+    H, W, n_ch = work.shape
+    sums = np.zeros((H, W, n_ch))
+    weights = np.zeros((H, W))
+    rows, cols = _patch_positions((H, W), patch_size, stride)
+    touch = _window_sums(target, patch_size)[np.ix_(rows, cols)] > 0
+    has_known = _window_sums(known, patch_size)[np.ix_(rows, cols)] > 0
+    rr, cc = np.nonzero(touch & has_known)
+    r_pos, c_pos = rows[rr], cols[cc]
+    n = len(r_pos)
+    n_batches = -(-n // batch_size)
+    for b in range(n_batches):
+        sl = slice(b * batch_size, (b + 1) * batch_size)
+        P, K = _gather(work, known, r_pos[sl], c_pos[sl], patch_size)
+        Z, mean, scale = _centre(P, K, n_ch)
+        codes, _ = _sparse_encode(Z, D, None if K.all() else K, lam_code, penalty, tree, None, max_iter, 1e-4,
+                                  False, 4096, gen)
+        rec = (codes @ D) * scale[:, None]
+        rec = (rec.reshape(len(P), -1, n_ch) + mean).reshape(len(P), patch_size, patch_size, n_ch)
+        wgt = K[:, ::n_ch].mean(axis=1) ** _WEIGHT_POWER
+        for di in range(patch_size):
+            for dj in range(patch_size):
+                ri, ci = r_pos[sl] + di, c_pos[sl] + dj
+                sums[ri, ci] += rec[:, di, dj, :] * wgt[:, None]
+                weights[ri, ci] += wgt
+        if progress is not None:
+            progress(b + 1, n_batches)
+    return sums, weights
 
 
 def _resolve_dictionary(dictionary, patch_size: int, n_ch: int) -> TreeDictionaryLearning | None:

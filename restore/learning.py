@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._io import atomic_path
 from .coding import ProgressCallback, _as_matrix, _sparse_encode
 from .proximal import TREE_PENALTIES, check_penalty_name
 from .tree import Tree
@@ -330,15 +330,10 @@ class TreeDictionaryLearning:
         path = Path(path)
         params = {k: v for k, v in self.get_params().items() if k not in ("rng", "progress", "dict_init")}
         params["branching"] = list(params["branching"])
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".npz")
-        os.close(fd)
-        try:
+        with atomic_path(path) as tmp:
             np.savez_compressed(tmp, components=self.components_, A=self._A, B=self._B,
                                 n_iter=self.n_iter_, params=json.dumps(params),
                                 parents=self.tree_.parents if self.tree_ is not None else np.zeros(0, np.int64))
-            os.replace(tmp, path)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TreeDictionaryLearning:

@@ -9,6 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # a lower rank (and anything outside the project).
 RANK = {
     "_config": 0,
+    "_io": 0,
     "_core": 1,
     "tree": 2,
     "proximal": 3,

@@ -51,8 +51,6 @@ def test_denoise_never_overwrites(noisy_png, tmp_path):
     assert main(["denoise", str(noisy_png), str(out), "--force"]) == 0
 
 
-# imageio leaves the file of an unreadable image open (its own ResourceWarning)
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_denoise_errors(noisy_png, tmp_path):
     with pytest.raises(SystemExit, match="does not exist"):
         main(["denoise", str(tmp_path / "missing.png"), str(tmp_path / "o.png")])
