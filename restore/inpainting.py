@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -15,6 +17,8 @@ from .coding import _sparse_encode
 from .learning import TreeDictionaryLearning
 
 __all__ = ["default_dictionary", "inpaint"]
+
+log = logging.getLogger("restore.inpainting")
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -144,7 +148,7 @@ def inpaint(
     channel_axis: int | None = None,
     n_train: int = 20000,
     batch_size: int = 8192,
-    max_iter: int = 60,
+    max_iter: int = 30,
     rng: int | np.random.Generator | None = None,
     progress: ProgressCallback | None = None,
 ) -> NDArray[np.floating]:
@@ -237,8 +241,10 @@ def inpaint(
         raise ValueError("image contains NaN or infinite values at known pixels")
     gen = np.random.default_rng(0 if rng is None else rng)
     est = _resolve_dictionary(dictionary, patch_size, n_ch)
+    t0 = time.perf_counter()
     if dictionary is None and _FINE_TUNE:  # adapt to the image, warm started from the shipped dictionary
         est = _learn(img, known_px, patch_size, est, n_train, gen, None) or est
+    log.info("dictionary ready in %.2f s", time.perf_counter() - t0)
     if est is None:
         raise ValueError(f"no dictionary for {patch_size}x{patch_size} patches with {n_ch} channel(s) ships with "
                          "the package and the image has too few complete patches to learn one: pass dictionary=")
@@ -250,12 +256,13 @@ def inpaint(
     known = known_px.copy()
     todo = M.copy()
     D = est.components_
-    coder = (D, lam_code, est.penalty, est.tree_, max_iter, gen)
+    coder = (D, lam_code, est.penalty, est.tree_, max_iter)
     bg = None
     if _BACKGROUND:
         bg = _smooth_fill(work, known_px, _BG_SIGMA)
         work = work - bg
     rounds = 0
+    t0 = time.perf_counter()
     while todo.any():
         sums, weights = _fill_pass(work, known, todo, patch_size, stride, batch_size, coder, progress)
         filled = todo & (weights > 0)
@@ -268,6 +275,7 @@ def inpaint(
     for _ in range(_REFINE_PASSES):
         sums, weights = _fill_pass(work, known, M, patch_size, stride, batch_size, coder, progress)
         work[M] = (sums[M] / weights[M][:, None]).astype(work.dtype)
+    log.info("coded and averaged patches in %.2f s (%d rounds)", time.perf_counter() - t0, rounds)
     if bg is not None:
         work = work + bg
     out = img.astype(img.dtype, copy=True)
@@ -298,23 +306,24 @@ def _smooth_fill(img: np.ndarray, known: np.ndarray, sigma: float) -> np.ndarray
 
 def _fill_pass(work, known, target, patch_size, stride, batch_size, coder, progress):
     """Code every patch touching ``target`` with a known pixel; weighted sums of the estimates."""
-    D, lam_code, penalty, tree, max_iter, gen = coder
+    D, lam_code, penalty, tree, max_iter = coder
     H, W, n_ch = work.shape
-    sums = np.zeros((H, W, n_ch))
-    weights = np.zeros((H, W))
+    sums = np.zeros((H, W, n_ch), dtype=np.float32)
+    weights = np.zeros((H, W), dtype=np.float32)
     rows, cols = _patch_positions((H, W), patch_size, stride)
     touch = _window_sums(target, patch_size)[np.ix_(rows, cols)] > 0
     has_known = _window_sums(known, patch_size)[np.ix_(rows, cols)] > 0
     rr, cc = np.nonzero(touch & has_known)
     r_pos, c_pos = rows[rr], cols[cc]
     n = len(r_pos)
+    log.info("coding %d patches", n)
     n_batches = -(-n // batch_size)
     for b in range(n_batches):
         sl = slice(b * batch_size, (b + 1) * batch_size)
         P, K = _gather(work, known, r_pos[sl], c_pos[sl], patch_size)
         Z, mean, scale = _centre(P, K, n_ch)
         codes, _ = _sparse_encode(Z, D, None if K.all() else K, lam_code, penalty, tree, None, max_iter, 1e-4,
-                                  False, 4096, gen)
+                                  False, 4096)
         rec = (codes @ D) * scale[:, None]
         rec = (rec.reshape(len(P), -1, n_ch) + mean).reshape(len(P), patch_size, patch_size, n_ch)
         wgt = K[:, ::n_ch].mean(axis=1) ** _WEIGHT_POWER

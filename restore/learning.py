@@ -268,8 +268,7 @@ class TreeDictionaryLearning:
     def _step(self, X: np.ndarray, M: np.ndarray | None) -> None:
         D = self.components_
         codes, _ = _sparse_encode(X, D, M, float(self.lam), self.penalty, self.tree_, None,
-                                  int(self.max_code_iter), float(self.tol), bool(self.positive_code),
-                                  4096, self._gen)
+                                  int(self.max_code_iter), float(self.tol), bool(self.positive_code), 4096)
         if M is not None:  # fill missing entries with the current model
             X = np.where(M, X, codes @ D)
         self.n_iter_ += 1
@@ -289,8 +288,7 @@ class TreeDictionaryLearning:
         self._check_fitted()
         X, M = self._check_X(X, mask, first=False)
         return _sparse_encode(X, self.components_, M, float(self.lam), self.penalty, self.tree_, None,
-                              int(self.max_code_iter), float(self.tol), bool(self.positive_code), 4096,
-                              np.random.default_rng(0))[0]
+                              int(self.max_code_iter), float(self.tol), bool(self.positive_code), 4096)[0]
 
     def inverse_transform(self, codes: ArrayLike) -> NDArray[np.float64]:
         """Signals ``codes @ components_`` (n_samples, n_features)."""
