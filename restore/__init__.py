@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .coding import Cancelled, sparse_encode
 from .denoise import LamChoice, choose_lam, denoise_wavelet_tree, estimate_sigma
-from .inpainting import default_dictionary, inpaint
+from .inpainting import default_dictionary, inpaint, learn_dictionary
 from .learning import TreeDictionaryLearning
 from .proximal import PENALTIES, TREE_PENALTIES, penalty_value, prox
 from .tree import Tree
@@ -26,6 +26,7 @@ __all__ = [
     "denoise_wavelet_tree",
     "estimate_sigma",
     "inpaint",
+    "learn_dictionary",
     "penalty_value",
     "prox",
     "sparse_encode",

@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 from .coding import _sparse_encode
 from .learning import TreeDictionaryLearning
 
-__all__ = ["default_dictionary", "inpaint"]
+__all__ = ["default_dictionary", "inpaint", "learn_dictionary"]
 
 log = logging.getLogger("restore.inpainting")
 
@@ -26,7 +26,6 @@ _DEFAULT_DICTS = {1: "dict_grey_8x8.npz", 3: "dict_colour_8x8.npz"}
 _WEIGHT_POWER = 0.0
 _MIN_COMPLETE = 2000
 _DEFAULT_LAM = 0.02
-_FINE_TUNE = True
 _REFINE_PASSES = 0
 _PLANE = True
 _BACKGROUND = False
@@ -113,28 +112,114 @@ def _centre(P: np.ndarray, K: np.ndarray, n_ch: int) -> tuple[np.ndarray, np.nda
     return Z.reshape(n, -1) / scale[:, None], mean, scale
 
 
-def _learn(img: np.ndarray, known: np.ndarray, size: int, init: TreeDictionaryLearning | None, n_train: int,
-           rng: np.random.Generator, progress: ProgressCallback | None) -> TreeDictionaryLearning | None:
-    """Fine-tune a dictionary on the image's complete patches (None when there are too few).
-
-    Warm started from ``init`` (the shipped dictionary) when given. With
-    random pixel loss an image has few complete patches; masked learning from
-    scratch then does worse than the generic dictionary, which is used as is.
-    """
-    n_ch = img.shape[2]
+def _complete_patches(img: np.ndarray, known: np.ndarray, size: int, n: int, rng: np.random.Generator
+                      ) -> np.ndarray:
+    """Up to ``n`` random complete patches (no missing pixel), centred and unit norm, near-flat ones skipped."""
     r_all, c_all = np.nonzero(_window_sums(~known, size) == 0)
-    if len(r_all) < _MIN_COMPLETE:
-        return None
-    pick = rng.choice(len(r_all), size=min(n_train, len(r_all)), replace=False)
+    if len(r_all) == 0:
+        return np.zeros((0, size * size * img.shape[2]))
+    pick = rng.choice(len(r_all), size=min(n, len(r_all)), replace=False)
     P, K = _gather(img, known, r_all[pick], c_all[pick], size)
-    Z, _, scale = _centre(P, K, n_ch)
-    Z = Z[scale > 0.05 * np.median(scale)]
-    params = {"branching": (10, 2, 2), "penalty": "tree_l2", "n_atoms": None, "lam": 0.1}
+    Z, _, scale = _centre(P, K, img.shape[2])
+    return Z[scale > 0.05 * np.median(scale)]
+
+
+def learn_dictionary(
+    images: ArrayLike | list[ArrayLike],
+    *,
+    masks: ArrayLike | list[ArrayLike] | None = None,
+    patch_size: int = 8,
+    branching: tuple[int, ...] = (10, 2, 2),
+    penalty: str = "tree_l2",
+    n_atoms: int | None = None,
+    lam: float = 0.1,
+    n_patches: int = 50000,
+    n_epochs: int = 1,
+    channel_axis: int | None = None,
+    init: TreeDictionaryLearning | None = None,
+    rng: int | np.random.Generator | None = None,
+    progress: ProgressCallback | None = None,
+) -> TreeDictionaryLearning:
+    """Learn a dictionary of image patches, as :func:`inpaint` uses them.
+
+    Draws random complete patches (no pixel under ``masks``) from the images,
+    centres them (per-channel plane fit) and scales them to unit norm,
+    skipping near-flat ones, and fits a :class:`TreeDictionaryLearning`.
+
+    Parameters
+    ----------
+    images : ndarray or list of ndarray
+        Images of shape (M, N), or (M, N, C) with ``channel_axis``; all with
+        the same number of channels.
+    masks : ndarray or list of ndarray, optional
+        True where pixels must not be used (one per image).
+    patch_size : int
+        Side of the square patches.
+    branching, penalty, n_atoms, lam, n_epochs
+        As in :class:`TreeDictionaryLearning`.
+    n_patches : int
+        Training patches in all, spread evenly over the images.
+    channel_axis : int, optional
+        Axis of the colour channels.
+    init : TreeDictionaryLearning, optional
+        Warm start (its atoms initialise the new dictionary; its tree and
+        penalty are kept).
+    rng : int or Generator, optional
+        Randomness of the patch sample and of the learning.
+    progress : callable, optional
+        ``progress(done, total)`` after each mini-batch; may raise
+        :class:`restore.Cancelled`.
+
+    Returns
+    -------
+    TreeDictionaryLearning
+        The fitted dictionary.
+    """
+    imgs = images if isinstance(images, (list, tuple)) else [images]
+    msks = masks if isinstance(masks, (list, tuple)) else [masks] * len(imgs)
+    if len(msks) != len(imgs):
+        raise ValueError(f"give one mask per image: {len(imgs)} images, {len(msks)} masks")
+    gen = np.random.default_rng(0 if rng is None else rng)
+    per = -(-int(n_patches) // max(1, len(imgs)))
+    chunks = []
+    for im, mk in zip(imgs, msks, strict=True):
+        img = _channels_last(np.asarray(im), channel_axis)
+        known = np.ones(img.shape[:2], bool) if mk is None else ~_check_mask(mk, img.shape[:2])
+        if patch_size > min(img.shape[:2]):
+            raise ValueError(f"patch_size {patch_size} is larger than an image ({img.shape[0]}x{img.shape[1]})")
+        chunks.append(_complete_patches(img, known, patch_size, per, gen))
+    Z = np.concatenate(chunks)
+    if len(Z) < 10:
+        raise ValueError(f"only {len(Z)} usable patches: give larger or less masked images")
     if init is not None:
-        params = {k: init.get_params()[k] for k in params}
-    est = TreeDictionaryLearning(**params, batch_size=256, n_epochs=1, max_code_iter=50,
-                                 dict_init=None if init is None else init.components_, rng=rng, progress=progress)
+        branching, penalty, n_atoms = init.branching, init.penalty, init.n_atoms
+    est = TreeDictionaryLearning(tuple(branching), penalty=penalty, n_atoms=n_atoms, lam=lam, batch_size=256,
+                                 n_epochs=n_epochs, max_code_iter=50,
+                                 dict_init=None if init is None else init.components_, rng=gen, progress=progress)
     return est.fit(Z)
+
+
+def _channels_last(img: np.ndarray, channel_axis: int | None) -> np.ndarray:
+    if img.dtype.kind not in "biuf":
+        raise ValueError(f"image must be a real numeric array, got dtype {img.dtype}")
+    if img.dtype.kind != "f":
+        from skimage.util import img_as_float
+
+        img = img_as_float(img)
+    if channel_axis is not None:
+        if img.ndim != 3 or not -3 <= channel_axis < 3:
+            raise ValueError(f"with channel_axis the image must have 3 dimensions, got shape {img.shape}")
+        return np.moveaxis(img, channel_axis, -1)
+    if img.ndim != 2:
+        raise ValueError(f"image must be 2-D (or 3-D with channel_axis), got shape {img.shape}")
+    return img[..., None]
+
+
+def _check_mask(mask: ArrayLike, shape: tuple[int, int]) -> np.ndarray:
+    M = np.asarray(mask)
+    if M.shape != shape:
+        raise ValueError(f"mask must have the image's spatial shape {shape}, got {M.shape}")
+    return M.astype(bool)
 
 
 def inpaint(
@@ -206,26 +291,9 @@ def inpaint(
         in the image, patch larger than the image, dictionary of the wrong
         patch size.
     """
-    img0 = np.asarray(image)
-    if img0.dtype.kind not in "biuf":
-        raise ValueError(f"image must be a real numeric array, got dtype {img0.dtype}")
-    if img0.dtype.kind != "f":
-        from skimage.util import img_as_float
-
-        img0 = img_as_float(img0)
-    if channel_axis is not None:
-        if img0.ndim != 3 or not -3 <= channel_axis < 3:
-            raise ValueError(f"with channel_axis the image must have 3 dimensions, got shape {img0.shape}")
-        img = np.moveaxis(img0, channel_axis, -1)
-    else:
-        if img0.ndim != 2:
-            raise ValueError(f"image must be 2-D (or 3-D with channel_axis), got shape {img0.shape}")
-        img = img0[..., None]
+    img = _channels_last(np.asarray(image), channel_axis)
     H, W, n_ch = img.shape
-    M = np.asarray(mask)
-    if M.shape != (H, W):
-        raise ValueError(f"mask must have the image's spatial shape {(H, W)}, got {M.shape}")
-    M = M.astype(bool)
+    M = _check_mask(mask, (H, W))
     if not isinstance(patch_size, (int, np.integer)) or patch_size < 2:
         raise ValueError(f"patch_size must be an integer >= 2, got {patch_size!r}")
     if patch_size > min(H, W):
@@ -233,7 +301,7 @@ def inpaint(
     if not isinstance(stride, (int, np.integer)) or not 1 <= stride <= patch_size:
         raise ValueError(f"stride must be an integer in [1, patch_size], got {stride!r}")
     if not M.any():
-        return img0.copy()
+        return _original_layout(img.copy(), channel_axis)
     if M.all():
         raise ValueError("mask marks every pixel as missing: nothing to inpaint from")
     known_px = ~M
@@ -242,8 +310,13 @@ def inpaint(
     gen = np.random.default_rng(0 if rng is None else rng)
     est = _resolve_dictionary(dictionary, patch_size, n_ch)
     t0 = time.perf_counter()
-    if dictionary is None and _FINE_TUNE:  # adapt to the image, warm started from the shipped dictionary
-        est = _learn(img, known_px, patch_size, est, n_train, gen, None) or est
+    n_complete = int(np.count_nonzero(_window_sums(M, patch_size) == 0)) if dictionary is None else 0
+    if n_complete >= _MIN_COMPLETE:
+        # enough complete patches: adapt to the image, warm started from the shipped dictionary.
+        # (With random pixel loss there are few; the generic dictionary then does better than
+        # masked learning from scratch, and is used as is.)
+        est = learn_dictionary(img, masks=M, patch_size=patch_size, n_patches=n_train, init=est, rng=gen,
+                               channel_axis=-1, **({} if est is None else {"lam": est.lam}))
     log.info("dictionary ready in %.2f s", time.perf_counter() - t0)
     if est is None:
         raise ValueError(f"no dictionary for {patch_size}x{patch_size} patches with {n_ch} channel(s) ships with "
@@ -278,11 +351,13 @@ def inpaint(
     log.info("coded and averaged patches in %.2f s (%d rounds)", time.perf_counter() - t0, rounds)
     if bg is not None:
         work = work + bg
-    out = img.astype(img.dtype, copy=True)
+    out = img.copy()
     out[M] = work[M].astype(img.dtype)
-    if channel_axis is not None:
-        return np.moveaxis(out, -1, channel_axis)
-    return out[..., 0]
+    return _original_layout(out, channel_axis)
+
+
+def _original_layout(img: np.ndarray, channel_axis: int | None) -> np.ndarray:
+    return img[..., 0] if channel_axis is None else np.moveaxis(img, -1, channel_axis)
 
 
 def _smooth_fill(img: np.ndarray, known: np.ndarray, sigma: float) -> np.ndarray:

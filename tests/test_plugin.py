@@ -275,8 +275,7 @@ def test_format_info():
 
 
 def _count(n):
-    for i in range(n):
-        yield i
+    yield from range(n)
     return "done"
 
 

@@ -50,7 +50,7 @@ def _pick(widget, layer):
     widget.image.value = match[0]
 
 
-def test_apply_on_sample_camera_adds_a_new_layer_keeping_scale_and_translate(viewer_widget, qtbot):
+def test_estimate_then_apply_on_sample_camera_adds_a_layer_keeping_scale_and_translate(viewer_widget, qtbot):
     viewer, widget = viewer_widget
     viewer.open_sample(PLUGIN, "noisy_camera")
     src = viewer.layers["camera"]
@@ -58,6 +58,10 @@ def test_apply_on_sample_camera_adds_a_new_layer_keeping_scale_and_translate(vie
     src.translate = (3.0, -4.0)
     before = np.array(src.data, copy=True)
     _pick(widget, src)
+    widget.estimate.clicked.emit()  # fills sigma on the current plane, switches auto off
+    assert not widget.sigma_auto.value and widget.sigma.enabled
+    assert widget.sigma.value == pytest.approx(25.0, abs=2.5)
+    assert widget.params().sigma == pytest.approx(widget.sigma.value)
     widget.apply_button.clicked.emit()
     qtbot.waitUntil(lambda: "camera [tree_l2]" in viewer.layers and not widget.busy, timeout=TIMEOUT)
     out = viewer.layers["camera [tree_l2]"]
@@ -67,8 +71,10 @@ def test_apply_on_sample_camera_adds_a_new_layer_keeping_scale_and_translate(vie
     np.testing.assert_array_equal(src.data, before)  # the input is never modified
     clean = _common.as_float(__import__("plugin._sample_data", fromlist=["_read"])._read("camera.png"))
     assert np.mean((out.data - clean) ** 2) < 0.25 * np.mean((src.data - clean) ** 2)
-    assert "\u03bb" in widget.info.value and "SURE" in widget.info.value
+    assert "\u03bb" in widget.info.value and "SURE" in widget.info.value and "(given)" in widget.info.value
     assert "Added 'camera [tree_l2]'" in widget.status.value
+    assert widget.image.value.name == "camera"  # the choice survives new layers
+    assert "camera [tree_l2]" in [name for name, _ in widget._image_choices()]
 
 
 def test_apply_on_rgb_sample_returns_rgb(viewer_widget, qtbot):
@@ -113,36 +119,28 @@ def test_preview_on_a_stack_processes_the_current_plane(viewer_widget, qtbot):
     assert "stack [preview]" not in viewer.layers
 
 
-def test_preview_with_sure_refines_and_multiplier_reuses_the_cached_lam(viewer_widget, qtbot):
-    viewer, widget = viewer_widget
-    src = viewer.add_image(_stack(1)[0], name="plane")
-    _pick(widget, src)
-    widget.preview.value = True
-    qtbot.waitUntil(lambda: not widget.busy and "SURE \u00d7 1" in widget.info.value, timeout=TIMEOUT)
-    lam1 = widget._last_info.lam[0]
-    widget.multiplier.value = 2.0
-    qtbot.waitUntil(lambda: not widget.busy and "SURE \u00d7 2" in widget.info.value, timeout=TIMEOUT)
-    assert widget._last_info.lam[0] == pytest.approx(2 * lam1)
-    widget.lam_mode.value = "manual"  # the manual lam starts from the last lam used
-    assert widget.lam.value == pytest.approx(2 * lam1, rel=1e-3)
-
-
-def test_cancel_adds_no_layer(viewer_widget, qtbot):
+def test_cancel_adds_no_layer(viewer_widget, qtbot, errors):
     viewer, widget = viewer_widget
     src = viewer.add_image(_stack(8, 256), name="long")
     _pick(widget, src)
     qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
     widget.apply_button.clicked.emit()
     assert widget.cancel_button.enabled and not widget.apply_button.enabled
+    qtbot.waitUntil(lambda: widget.progress.value >= 1, timeout=TIMEOUT)  # a plane is done
     widget.cancel_button.clicked.emit()
     qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
+    assert len(widget._apply_infos) < 8  # stopped at the next plane
     assert [layer.name for layer in viewer.layers] == ["long"]
     assert widget.status.value == "Cancelled: partial output discarded."
     assert widget.apply_button.enabled and not widget.cancel_button.enabled
+    assert not errors
 
 
 def test_errors_become_notifications(viewer_widget, qtbot, errors):
     viewer, widget = viewer_widget
+    widget.apply_button.clicked.emit()  # no layer chosen
+    assert errors == ["restore-tree: choose an image layer first"]
+    errors.clear()
     bad = np.zeros((64, 64), np.float32)
     bad[3, 3] = np.nan
     src = viewer.add_image(bad, name="nan")
@@ -154,29 +152,51 @@ def test_errors_become_notifications(viewer_widget, qtbot, errors):
     assert widget.status.value == errors[0]
 
 
-def test_estimate_fills_sigma(viewer_widget):
+def test_sure_preview_refines_then_multiplier_and_manual_update_within_a_second(viewer_widget, qtbot):
+    """Trigger to preview-layer update on 512 x 512 (debounce included): cached SURE, manual lam."""
     viewer, widget = viewer_widget
     viewer.open_sample(PLUGIN, "noisy_camera")
     _pick(widget, viewer.layers["camera"])
-    widget.estimate.clicked.emit()
-    assert not widget.sigma_auto.value and widget.sigma.enabled
-    assert widget.sigma.value == pytest.approx(25.0, abs=2.5)
-    assert widget.params().sigma == pytest.approx(widget.sigma.value)
+    labels = []  # the info line when the preview layer appears
 
+    def on_inserted(event):
+        labels.append(widget.info.value)
 
-def test_preview_latency_after_first_use(viewer_widget, qtbot):
-    """Trigger to preview-layer update on 512 x 512 (debounce included): manual lam and cached SURE."""
-    viewer, widget = viewer_widget
-    viewer.open_sample(PLUGIN, "noisy_camera")
-    _pick(widget, viewer.layers["camera"])
+    viewer.layers.events.inserted.connect(on_inserted)
     widget.preview.value = True
     qtbot.waitUntil(lambda: not widget.busy and "SURE \u00d7 1" in widget.info.value, timeout=TIMEOUT)
+    viewer.layers.events.inserted.disconnect(on_inserted)
+    assert "SURE running" in labels[0]  # the rule's preview comes first, SURE's replaces it
     layer = viewer.layers["camera [preview]"]
+    lam1 = widget._last_info.lam[0]
+    updates = []
+
+    def on_data(event):
+        updates.append(time.perf_counter())
+
+    layer.events.data.connect(on_data)
     for change in (lambda: setattr(widget.multiplier, "value", 1.5),
                    lambda: setattr(widget.lam_mode, "value", "manual")):
-        updates = []
-        layer.events.data.connect(lambda e: updates.append(time.perf_counter()))
+        updates.clear()
         t0 = time.perf_counter()
         change()
         qtbot.waitUntil(lambda: bool(updates) and not widget.busy, timeout=TIMEOUT)
         assert updates[0] - t0 < 1.0
+    layer.events.data.disconnect(on_data)
+    assert widget._last_info.lam[0] == pytest.approx(1.5 * lam1, rel=1e-3)  # the manual lam starts there
+    assert "manual" in widget.info.value
+
+
+def test_sync_switch_runs_jobs_in_the_gui_thread(viewer_widget, monkeypatch):
+    viewer, widget = viewer_widget
+    monkeypatch.setenv(_common.SYNC_ENV, "1")
+    src = viewer.add_image(_stack(2, 64).astype(np.uint16), name="ints", scale=(1.0, 0.5, 0.5))
+    _pick(widget, src)
+    widget.penalty.value = "l1"
+    job = widget.apply()
+    assert job.done and job.outcome == "returned"  # no waiting: it ran in this thread
+    out = viewer.layers["ints [l1]"]
+    assert out.data.dtype == np.float32 and out.data.shape == (2, 64, 64)
+    np.testing.assert_allclose(out.scale, (1.0, 0.5, 0.5))
+    assert out.data.mean() == pytest.approx(src.data.mean(), rel=0.05)  # the layer's units, not [0, 1]
+    assert widget.info.value.startswith("2 planes")

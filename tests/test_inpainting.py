@@ -1,0 +1,125 @@
+import numpy as np
+import pytest
+from skimage import data
+
+from restore import Cancelled, TreeDictionaryLearning, default_dictionary, inpaint, learn_dictionary
+
+
+def masked_psnr(x, ref, mask):
+    return 10 * np.log10(1.0 / np.mean((x[mask] - ref[mask]) ** 2))
+
+
+@pytest.fixture(scope="module")
+def photo():
+    return (data.astronaut()[60:188, 170:298] / 255.0).astype(np.float32)  # 128 x 128 colour
+
+
+@pytest.fixture(scope="module")
+def strokes():
+    m = np.zeros((128, 128), bool)
+    for r in (20, 50, 90):
+        m[r:r + 4, 10:118] = True  # text-like strokes 4 px thick
+    m[10:115, 64:67] = True
+    return m
+
+
+def smooth_fill(img, mask, sigma=2.0):
+    from scipy.ndimage import gaussian_filter
+
+    k = (~mask).astype(float)
+    num = np.stack([gaussian_filter(img[..., c] * k, sigma) for c in range(img.shape[2])], -1)
+    return num / np.maximum(gaussian_filter(k, sigma), 1e-6)[..., None]
+
+
+def test_known_pixels_unchanged_and_dtype_kept(photo, strokes):
+    out = inpaint(photo, strokes, channel_axis=-1, n_train=3000)
+    assert out.dtype == np.float32 and out.shape == photo.shape
+    np.testing.assert_array_equal(out[~strokes], photo[~strokes])
+    assert np.all(np.isfinite(out))
+
+
+def test_beats_a_smooth_fill(photo, strokes):
+    out = inpaint(photo, strokes, channel_axis=-1, n_train=3000)
+    assert masked_psnr(out, photo, strokes) > masked_psnr(smooth_fill(photo, strokes), photo, strokes) + 0.5
+    assert masked_psnr(out, photo, strokes) > 24
+
+
+def test_grey_random_loss_and_channel_axis_first(photo, rng):
+    grey = photo.mean(axis=-1).astype(np.float64)
+    mask = rng.random(grey.shape) < 0.5
+    out = inpaint(grey, mask)
+    assert out.dtype == np.float64 and masked_psnr(out, grey, mask) > 26
+    chw = np.moveaxis(photo, -1, 0)
+    out_chw = inpaint(chw, np.zeros((128, 128), bool) | (rng.random((128, 128)) < 0.2), channel_axis=0)
+    assert out_chw.shape == chw.shape
+
+
+def test_holes_wider_than_a_patch_are_filled(photo):
+    mask = np.zeros((128, 128), bool)
+    mask[40:70, 50:85] = True  # 30 x 35 hole, patches are 8 x 8
+    out = inpaint(photo, mask, channel_axis=-1)
+    hole = out[mask]
+    assert np.all(np.isfinite(hole))
+    assert hole.min() > -0.2 and hole.max() < 1.2
+
+
+def test_integer_input_and_nothing_missing(photo):
+    img8 = (photo * 255).astype(np.uint8)
+    out = inpaint(img8, np.zeros((128, 128), bool), channel_axis=-1)
+    assert out.dtype == np.float64 and not np.shares_memory(out, img8)
+    np.testing.assert_allclose(out, img8 / 255.0, rtol=1e-15)
+    m = np.zeros((128, 128), bool)
+    m[10:14, 10:60] = True
+    out = inpaint(img8, m, channel_axis=-1)
+    assert out.dtype == np.float64 and out.max() <= 1.5
+
+
+def test_given_dictionary_progress_and_cancel(photo, strokes, tmp_path):
+    est = learn_dictionary(photo, masks=strokes, channel_axis=-1, branching=(4, 2), n_patches=2000, rng=0)
+    assert est.components_.shape == (13, 192)
+    path = tmp_path / "d.npz"
+    est.save(path)
+    calls = []
+    out = inpaint(photo, strokes, dictionary=path, channel_axis=-1, batch_size=500,
+                  progress=lambda d, t: calls.append((d, t)))
+    assert calls and calls[-1][0] == calls[-1][1]
+    np.testing.assert_array_equal(out[~strokes], photo[~strokes])
+
+    def cancel(done, total):
+        raise Cancelled
+
+    with pytest.raises(Cancelled):
+        inpaint(photo, strokes, dictionary=est, channel_axis=-1, progress=cancel)
+
+
+def test_default_dictionaries_ship():
+    for n_ch, m in ((1, 64), (3, 192)):
+        est = default_dictionary(n_ch)
+        assert isinstance(est, TreeDictionaryLearning) and est.components_.shape == (71, m)
+    assert default_dictionary(2) is None
+
+
+def test_errors(photo, strokes):
+    with pytest.raises(ValueError, match="spatial shape"):
+        inpaint(photo, strokes[:-1], channel_axis=-1)
+    with pytest.raises(ValueError, match="every pixel as missing"):
+        inpaint(photo, np.ones((128, 128), bool), channel_axis=-1)
+    bad = photo.copy()
+    bad[0, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        inpaint(bad, strokes, channel_axis=-1)
+    bad_masked = photo.copy()
+    bad_masked[strokes] = np.nan  # NaN under the mask is fine: those pixels are replaced
+    assert np.all(np.isfinite(inpaint(bad_masked, strokes, channel_axis=-1)))
+    with pytest.raises(ValueError, match="larger than the image"):
+        inpaint(photo[:6, :6], strokes[:6, :6], channel_axis=-1)
+    with pytest.raises(ValueError, match="stride"):
+        inpaint(photo, strokes, channel_axis=-1, stride=0)
+    with pytest.raises(ValueError, match="features"):
+        inpaint(photo, strokes, channel_axis=-1, dictionary=default_dictionary(1))
+    with pytest.raises(ValueError, match="does not exist"):
+        inpaint(photo, strokes, channel_axis=-1, dictionary="missing.npz")
+    with pytest.raises(ValueError, match="2-D"):
+        inpaint(photo, strokes)
+    with pytest.raises(ValueError, match="lam"):
+        inpaint(photo, strokes, channel_axis=-1, lam=-1.0)
