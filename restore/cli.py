@@ -1,4 +1,4 @@
-"""Command line: ``restore denoise`` and ``restore evaluate``.
+"""Command line: ``restore denoise``, ``inpaint``, ``learn`` and ``evaluate``.
 
 Thin: parses arguments, reads and writes files, calls the library. Outputs
 are written atomically and never replace an input file.
@@ -55,15 +55,20 @@ def read_image(path: Path) -> np.ndarray:
         raise SystemExit(f"error: cannot read {str(path)!r} as an image: {exc}") from None
 
 
-def write_image_atomic(path: Path, image: np.ndarray, inputs: list[Path], force: bool) -> None:
-    """Write ``image`` to ``path`` through a temporary file in the same folder."""
-    from skimage import io
-
+def check_output(path: Path, inputs: list[Path], force: bool) -> None:
+    """Refuse an output that is an input file, or that exists without ``force``."""
     for src in inputs:
         if _same_file(src, path):
             raise SystemExit(f"error: output {str(path)!r} is the input file; choose another name")
     if path.exists() and not force:
         raise SystemExit(f"error: {str(path)!r} exists; pass --force to replace it")
+
+
+def write_image_atomic(path: Path, image: np.ndarray, inputs: list[Path], force: bool) -> None:
+    """Write ``image`` to ``path`` through a temporary file in the same folder."""
+    from skimage import io
+
+    check_output(path, inputs, force)
     with atomic_path(path) as tmp:
         io.imsave(tmp, image, check_contrast=False)
 
@@ -92,15 +97,8 @@ def cmd_denoise(args: argparse.Namespace) -> int:
 
     src, dst = Path(args.input), Path(args.output)
     raw = read_image(src)
-    img, scale = _to_float(raw)
-    alpha = None
-    channel_axis = None
-    if img.ndim == 3 and img.shape[-1] in (3, 4):
-        if img.shape[-1] == 4:
-            img, alpha = img[..., :3], raw[..., 3:]
-        channel_axis = -1
-    elif img.ndim != 2:
-        raise SystemExit(f"error: expected a grey or RGB(A) image, got shape {raw.shape}")
+    check_output(dst, [src], args.force)
+    img, scale, alpha, channel_axis = _split_alpha(raw)
     sigma = None if args.sigma is None else args.sigma / scale
     lam = args.lam if isinstance(args.lam, str) or args.lam is None else args.lam / scale
     try:
@@ -109,11 +107,108 @@ def cmd_denoise(args: argparse.Namespace) -> int:
                                    cycle_spins=args.cycle_spins, channel_axis=channel_axis)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
-    out = _from_float(out, raw, scale)
-    if alpha is not None:
-        out = np.concatenate([out, alpha], axis=-1)
-    write_image_atomic(dst, out, [src], args.force)
+    write_image_atomic(dst, _with_alpha(out, raw, scale, alpha), [src], args.force)
     print(f"wrote {dst}")
+    return 0
+
+
+def _split_alpha(raw: np.ndarray) -> tuple[np.ndarray, float, np.ndarray | None, int | None]:
+    """Float image (float32 for integers), its scale, an alpha channel kept aside, the channel axis."""
+    img, scale = _to_float(raw)
+    if img.ndim == 3 and img.shape[-1] in (3, 4):
+        alpha = raw[..., 3:] if img.shape[-1] == 4 else None
+        return img[..., :3], scale, alpha, -1
+    if img.ndim == 3 and img.shape[-1] in (1, 2):  # grey (+ alpha)
+        alpha = raw[..., 1:] if img.shape[-1] == 2 else None
+        return img[..., 0], scale, alpha, None
+    if img.ndim != 2:
+        raise SystemExit(f"error: expected a grey or RGB(A) image, got shape {raw.shape}")
+    return img, scale, None, None
+
+
+def _with_alpha(out: np.ndarray, raw: np.ndarray, scale: float, alpha: np.ndarray | None) -> np.ndarray:
+    """Back to the file's dtype, with its alpha channel (untouched) if it had one."""
+    out = _from_float(out, raw, scale)
+    if alpha is None:
+        return out
+    return np.concatenate([out if out.ndim == 3 else out[..., None], alpha], axis=-1)
+
+
+def _read_mask(path: Path, shape: tuple[int, int]) -> np.ndarray:
+    m = read_image(path)
+    if m.ndim == 3:
+        m = m[..., :3].max(axis=-1) if m.shape[-1] in (3, 4) else m[..., 0]
+    if m.shape != shape:
+        raise SystemExit(f"error: mask {str(path)!r} is {m.shape[1]}x{m.shape[0]}, the image is {shape[1]}x{shape[0]}")
+    return m != 0
+
+
+def cmd_inpaint(args: argparse.Namespace) -> int:
+    from . import Cancelled, inpaint
+
+    src, msk, dst = Path(args.image), Path(args.mask), Path(args.output)
+    raw = read_image(src)
+    img, scale, alpha, channel_axis = _split_alpha(raw)
+    mask = _read_mask(msk, img.shape[:2])
+    check_output(dst, [src, msk], args.force)  # fail before the long computation
+    bar = None
+    if not args.quiet:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(desc="inpaint", unit="batch")
+
+    def progress(done: int, total: int) -> None:
+        if bar is not None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+    try:
+        out = inpaint(img, mask, dictionary=args.dictionary, patch_size=args.patch_size, stride=args.stride,
+                      lam=args.lam, channel_axis=channel_axis, progress=progress)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    except (KeyboardInterrupt, Cancelled):
+        print("\ninterrupted: nothing written", file=sys.stderr)
+        return 130
+    finally:
+        if bar is not None:
+            bar.close()
+    write_image_atomic(dst, _with_alpha(out, raw, scale, alpha), [src, msk], args.force)
+    print(f"wrote {dst}")
+    return 0
+
+
+def cmd_learn(args: argparse.Namespace) -> int:
+    from . import learn_dictionary
+
+    out = Path(args.output)
+    if out.suffix != ".npz":
+        raise SystemExit(f"error: the dictionary file must end in .npz, got {str(out)!r}")
+    images, masks = [], []
+    colour = None
+    for p in args.images:
+        img, _, _, axis = _split_alpha(read_image(Path(p)))
+        if colour is None:
+            colour = axis is not None
+        if (axis is not None) != colour:
+            raise SystemExit("error: give only colour or only grey images (a dictionary has one patch size)")
+        images.append(img)
+    if args.masks:
+        if len(args.masks) != len(images):
+            raise SystemExit(f"error: give one mask per image ({len(images)} images, {len(args.masks)} masks)")
+        masks = [_read_mask(Path(m), im.shape[:2]) for m, im in zip(args.masks, images, strict=True)]
+    check_output(out, [Path(p) for p in args.images + (args.masks or [])], args.force)
+    penalty = "l1" if args.flat else args.penalty
+    try:
+        est = learn_dictionary(images, masks=masks or None, patch_size=args.patch_size,
+                               branching=tuple(args.branching), penalty=penalty, n_atoms=args.flat,
+                               lam=args.lam, n_patches=args.n_patches, n_epochs=args.epochs,
+                               channel_axis=-1 if colour else None, rng=args.seed)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    est.save(out)
+    print(f"wrote {out}: {est.components_.shape[0]} atoms of {est.components_.shape[1]} features")
     return 0
 
 
@@ -159,6 +254,40 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--penalize-approx", action="store_true")
     d.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     d.set_defaults(func=cmd_denoise)
+
+    i = sub.add_parser("inpaint", help="fill the masked pixels of an image",
+                       description="Inpaint IMAGE where MASK is non-zero with a tree-structured dictionary of "
+                                   "patches; writes the same bit depth. Known pixels are kept exactly.")
+    i.add_argument("image", help="image file (grey or RGB; 8- or 16-bit PNG/TIFF/JPEG)")
+    i.add_argument("mask", help="mask image of the same size: non-zero = missing")
+    i.add_argument("output", help="output image file (never an input)")
+    i.add_argument("--dictionary", default=None, help="dictionary .npz from `restore learn` (default: learned "
+                                                      "from the image, warm started from the shipped one)")
+    i.add_argument("--patch-size", type=int, default=8)
+    i.add_argument("--stride", type=int, default=1, help="1: every patch (best); 2: about 4x faster")
+    i.add_argument("--lam", type=_positive_float, default=None)
+    i.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
+    i.add_argument("--quiet", action="store_true", help="no progress bar")
+    i.set_defaults(func=cmd_inpaint)
+
+    learn = sub.add_parser("learn", help="learn a dictionary of patches from images",
+                           description="Learn a tree-structured (or flat) dictionary of image patches; "
+                                       "saves an .npz for `restore inpaint --dictionary`.")
+    learn.add_argument("images", nargs="+", help="training images (all grey or all colour)")
+    learn.add_argument("--out", dest="output", required=True, help="dictionary file to write (.npz)")
+    learn.add_argument("--masks", nargs="+", default=None, help="per image, pixels to exclude (non-zero)")
+    learn.add_argument("--branching", type=int, nargs="+", default=[10, 2, 2],
+                       help="tree of atoms (default 10 2 2: 71 atoms)")
+    learn.add_argument("--penalty", choices=["tree_l2", "tree_linf", "tree_l0"], default="tree_l2")
+    learn.add_argument("--flat", type=int, default=None, metavar="N_ATOMS",
+                       help="learn a flat (l1) dictionary of N_ATOMS atoms instead of a tree")
+    learn.add_argument("--patch-size", type=int, default=8)
+    learn.add_argument("--lam", type=_positive_float, default=0.1)
+    learn.add_argument("--n-patches", type=int, default=50000)
+    learn.add_argument("--epochs", type=int, default=1)
+    learn.add_argument("--seed", type=int, default=0)
+    learn.add_argument("--force", action="store_true", help="replace the output file if it exists")
+    learn.set_defaults(func=cmd_learn)
 
     e = sub.add_parser("evaluate", help="batch PSNR evaluation (Table 1 protocol)",
                        description="PSNR of every penalty on a folder of images with synthetic noise; writes "

@@ -76,3 +76,38 @@ def test_evaluate_command(tmp_path, capsys):
     with pytest.raises(SystemExit, match="--force"):
         main(args)
     assert main([*args, "--force"]) == 0
+
+
+def test_inpaint_and_learn_commands(tmp_path):
+    rng = np.random.default_rng(2)
+    img = data.astronaut()[::4, ::4]  # 128 x 128 x 3 uint8
+    src = tmp_path / "photo.png"
+    io.imsave(src, img, check_contrast=False)
+    mask = np.zeros((128, 128), np.uint8)
+    mask[40:44, 10:120] = 255
+    mask[rng.random((128, 128)) < 0.05] = 255
+    msk = tmp_path / "mask.png"
+    io.imsave(msk, mask, check_contrast=False)
+    d = tmp_path / "dict.npz"
+    assert main(["learn", str(src), "--out", str(d), "--branching", "4", "2", "--n-patches", "2000",
+                 "--masks", str(msk)]) == 0
+    with pytest.raises(SystemExit, match="exists; pass --force"):
+        main(["learn", str(src), "--out", str(d)])
+    out = tmp_path / "filled.png"
+    assert main(["inpaint", str(src), str(msk), str(out), "--dictionary", str(d), "--quiet"]) == 0
+    res = io.imread(out)
+    assert res.dtype == np.uint8 and res.shape == img.shape
+    np.testing.assert_array_equal(res[mask == 0], img[mask == 0])  # known pixels kept exactly
+    err_in = np.abs(res[mask > 0].astype(int) - img[mask > 0]).mean()
+    assert err_in < 20
+    for bad_out in (src, msk):
+        with pytest.raises(SystemExit, match="is the input file"):
+            main(["inpaint", str(src), str(msk), str(bad_out), "--force", "--quiet"])
+    small = tmp_path / "small.png"
+    io.imsave(small, mask[:10, :10], check_contrast=False)
+    with pytest.raises(SystemExit, match="the image is"):
+        main(["inpaint", str(src), str(small), str(tmp_path / "x.png"), "--quiet"])
+    with pytest.raises(SystemExit, match="features"):
+        grey = tmp_path / "grey.png"
+        io.imsave(grey, img[..., 0], check_contrast=False)
+        main(["inpaint", str(grey), str(msk), str(tmp_path / "y.png"), "--dictionary", str(d), "--quiet"])
