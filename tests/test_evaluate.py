@@ -127,3 +127,44 @@ def test_markdown_layout():
     assert "| wavelet | sigma | l0 | tree_l2 |" in md
     assert md.index("| haar |") < md.index("| db3 |")  # paper order: Haar first
     assert "30.50 ± 0.50" in md
+
+
+def test_inpainting_benchmark(tmp_path):
+    from restore.evaluate import evaluate_inpainting
+
+    imgs, masks = tmp_path / "photos", tmp_path / "masks"
+    imgs.mkdir()
+    masks.mkdir()
+    io.imsave(imgs / "astro.png", data.astronaut()[::6, ::6], check_contrast=False)  # 86 x 86 colour
+    m = np.zeros((86, 86), np.uint8)
+    m[30:33, 5:80] = 255
+    io.imsave(masks / "astro_text1.png", m, check_contrast=False)
+    rng = np.random.default_rng(0)
+    io.imsave(masks / "astro_rand70.png", (rng.random((86, 86)) < 0.7).astype(np.uint8) * 255,
+              check_contrast=False)
+    out = tmp_path / "out"
+    rows = evaluate_inpainting(imgs, masks, out, mask_kinds=("text1", "rand70", "scratch"), progress=False)
+    assert {(r["mask"], r["method"]) for r in rows} == {(k, m) for k in ("text1", "rand70")
+                                                       for m in ("tree_dictionary", "biharmonic", "telea")}
+    assert all(15 < r["psnr"] < 60 for r in rows)
+    md = (out / "table.md").read_text()
+    assert "| astro_rand70 |" in md and "**mean text1**" in md
+    with pytest.raises(FileExistsError):
+        evaluate_inpainting(imgs, masks, out, mask_kinds=("text1",), progress=False)
+    with pytest.raises(ValueError, match="no image"):
+        evaluate_inpainting(imgs, masks, tmp_path / "o2", mask_kinds=("blobs",), progress=False)
+
+
+def test_patch_protocol(tmp_path):
+    from restore.evaluate import evaluate_patches
+
+    d = tmp_path / "imgs"
+    d.mkdir()
+    io.imsave(d / "a.png", data.camera()[::2, ::2], check_contrast=False)
+    io.imsave(d / "b.png", data.astronaut()[::2, ::2], check_contrast=False)
+    rows = evaluate_patches([d / "a.png"], [d / "b.png"], tmp_path / "out", branching=(3, 2), missing=(0.5, 0.9),
+                            n_train=800, n_test=200, learn_lams=(0.1,), code_lams=(0.05,))
+    assert {(r["method"], r["missing"]) for r in rows} == {(m, x) for m in ("tree", "flat") for x in (0.5, 0.9)}
+    err = {(r["method"], r["missing"]): r["error"] for r in rows}
+    assert err[("tree", 0.9)] > err[("tree", 0.5)] > 0  # more missing pixels, larger error
+    assert "tree gain" in (tmp_path / "out" / "table.md").read_text()
