@@ -156,9 +156,10 @@ def prox_tree_l2(X, r0, r1, perm, own_ptr, node_end, parent, weights, lams, work
             t = lam * weights[k]
             if t <= 0.0:
                 sc = 1.0
+            elif r2 <= t * t:  # no square root for groups that vanish
+                sc = 0.0
             else:
-                r = np.sqrt(r2)
-                sc = 0.0 if r <= t else 1.0 - t / r
+                sc = 1.0 - t / np.sqrt(r2)
             scale[k] = sc
             pk = parent[k]
             if pk >= 0:
@@ -169,9 +170,8 @@ def prox_tree_l2(X, r0, r1, perm, own_ptr, node_end, parent, weights, lams, work
             if pk >= 0:
                 sc *= scale[pk]
                 scale[k] = sc
-            if sc != 1.0:
-                for j in range(own_ptr[k], own_ptr[k + 1]):
-                    x[perm[j]] *= sc
+            for j in range(own_ptr[k], own_ptr[k + 1]):
+                x[perm[j]] *= sc
 
 
 @njit(**JIT)
@@ -229,7 +229,6 @@ def prox_tree_linf(X, r0, r1, perm, own_ptr, node_end, parent, weights, lams, wo
     Michelot's algorithm on them. Worst case O(p * depth) per row.
     """
     n_nodes = parent.shape[0]
-    p = perm.shape[0]
     buf = work[0]
     l1 = work[1]
     mx = work[2]
@@ -239,13 +238,13 @@ def prox_tree_linf(X, r0, r1, perm, own_ptr, node_end, parent, weights, lams, wo
     for i in range(r0, r1):
         x = X[i]
         lam = lams[i]
-        for j in range(p):
-            buf[j] = x[perm[j]]
-        for k in range(n_nodes):
+        for k in range(n_nodes):  # gather into the layout, with own l1 norms and maxima
             s = 0.0
             m = 0.0
             for j in range(own_ptr[k], own_ptr[k + 1]):
-                a = abs(buf[j])
+                v = x[perm[j]]
+                buf[j] = v
+                a = abs(v)
                 s += a
                 if a > m:
                     m = a
@@ -276,15 +275,23 @@ def prox_tree_linf(X, r0, r1, perm, own_ptr, node_end, parent, weights, lams, wo
             if dead[k] != 0:
                 continue
             radius = lam * weights[k]
-            if radius > 0.0:
+            if radius > 0.0 and node_end[k] == k + 1 and own_ptr[k + 1] == own_ptr[k] + 1:
+                # a leaf with one variable (most nodes of a quad-tree): shrink it
+                j = own_ptr[k]
+                tau = abs(buf[j]) - radius  # > 0: the node is not dead
+                buf[j] = tau if buf[j] > 0.0 else -tau
+                mx[k] = tau
+            elif radius > 0.0:
                 t = mx[k] - radius
                 nc = 0
+                s = 0.0
                 for j in range(own_ptr[k], own_ptr[k + 1]):
                     a = abs(buf[j])
                     if a >= t:
                         cand_idx[nc] = j
                         cand_val[nc] = a
                         nc += 1
+                        s += a
                 c = k + 1
                 end = node_end[k]
                 while c < end:
@@ -297,11 +304,9 @@ def prox_tree_linf(X, r0, r1, perm, own_ptr, node_end, parent, weights, lams, wo
                             cand_idx[nc] = j
                             cand_val[nc] = a
                             nc += 1
+                            s += a
                     c += 1
                 # Michelot's projection on the candidates.
-                s = 0.0
-                for q in range(nc):
-                    s += cand_val[q]
                 tau = (s - radius) / nc
                 while True:
                     kept = 0
@@ -326,14 +331,13 @@ def prox_tree_linf(X, r0, r1, perm, own_ptr, node_end, parent, weights, lams, wo
             pk = parent[k]
             if pk >= 0 and mx[k] > mx[pk]:
                 mx[pk] = mx[k]
-        for k in range(n_nodes):
+        for k in range(n_nodes):  # scatter back; vanished groups are zero
             if dead[k] != 0:
-                pk = parent[k]
-                if pk < 0 or dead[pk] == 0:
-                    for j in range(own_ptr[k], own_ptr[node_end[k]]):
-                        buf[j] = 0.0
-        for j in range(p):
-            x[perm[j]] = buf[j]
+                for j in range(own_ptr[k], own_ptr[k + 1]):
+                    x[perm[j]] = 0.0
+            else:
+                for j in range(own_ptr[k], own_ptr[k + 1]):
+                    x[perm[j]] = buf[j]
 
 
 # ---------------------------------------------------------------------------
