@@ -243,7 +243,7 @@ def _sure_lam(c: np.ndarray, sigma: float, penalty: str, plan: _Plan, penalize_a
         div = probe @ (work[1] - work[0]) / eps
         return float(np.sum((work[0] - c) ** 2) - p * sigma**2 + 2 * sigma**2 * div)
 
-    return _sure_search(risk) * sigma
+    return _sure_search(risk, lo=0.05, hi=4.0, n_grid=9, n_golden=8) * sigma
 
 
 def _rule_lam(sigma: float, data_range: float, penalty: str) -> float:
