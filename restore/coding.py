@@ -180,7 +180,7 @@ def sparse_encode(
     >>> tree = Tree.balanced((3,))
     >>> D = np.eye(4)
     >>> sparse_encode(np.array([[3.0, 0.0, 0.0, 4.0]]), D, lam=1.0, tree=tree).round(3)
-    array([[2.4, 0. , 0. , 2.6]])
+    array([[2.293, 0.   , 0.   , 2.293]])
     """
     X = _as_matrix(X, "X")
     D = _as_matrix(dictionary, "dictionary")

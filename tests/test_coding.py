@@ -97,7 +97,7 @@ def test_matches_spams_fistaTree(loss, rng):
     k, m = tree.n_vars, 64
     D = rng.standard_normal((k, m))
     D /= np.linalg.norm(D, axis=1, keepdims=True)
-    X = rng.standard_normal((500, m))
+    X = rng.standard_normal((200, m))
     M = rng.random(X.shape) > 0.5 if loss == "square-missing" else None
     lam = 0.1
     st, perm = spams_tree(tree)
