@@ -195,12 +195,7 @@ def sparse_encode(
         raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
     if not tol >= 0:
         raise ValueError(f"tol must be >= 0, got {tol!r}")
-    M = None
-    if mask is not None:
-        M = np.asarray(mask)
-        if M.shape != X.shape:
-            raise ValueError(f"mask must have the shape of X {X.shape}, got {M.shape}")
-        M = M.astype(bool)
+    M = None if mask is None else _as_mask(mask, X.shape)
     A0 = None
     if init is not None:
         A0 = _as_matrix(init, "init")
@@ -227,6 +222,14 @@ def _sparse_encode(X, D, M, lam, penalty, tree, A0, max_iter, tol, positive, bat
         if progress is not None:
             progress(b + 1, len(starts))
     return out, n_iter
+
+
+def _as_mask(mask: ArrayLike, shape: tuple[int, int]) -> np.ndarray:
+    """A boolean mask of known entries with the shape of X."""
+    M = np.asarray(mask)
+    if M.shape != shape:
+        raise ValueError(f"mask must have the shape of X {shape}, got {M.shape}")
+    return M.astype(bool)
 
 
 def _as_matrix(a: ArrayLike, name: str) -> np.ndarray:

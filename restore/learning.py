@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._io import atomic_path
-from .coding import ProgressCallback, _as_matrix, _sparse_encode
+from .coding import ProgressCallback, _as_mask, _as_matrix, _sparse_encode
 from .proximal import TREE_PENALTIES, check_penalty_name
 from .tree import Tree
 
@@ -310,10 +310,7 @@ class TreeDictionaryLearning:
             raise ValueError(f"X has {X.shape[1]} features, the dictionary was learned on {self.n_features_in_}")
         M = None
         if mask is not None:
-            M = np.asarray(mask)
-            if M.shape != X.shape:
-                raise ValueError(f"mask must have the shape of X {X.shape}, got {M.shape}")
-            M = M.astype(bool)
+            M = _as_mask(mask, X.shape)
             if not M.any():
                 raise ValueError("mask marks every entry as missing: nothing to learn from")
             if M.all():
