@@ -30,13 +30,16 @@ def main() -> None:
     ap.add_argument("--n-train", type=int, default=50000)
     ap.add_argument("--n-test", type=int, default=5000)
     ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--learn-lams", type=float, nargs="+", default=[0.05, 0.1, 0.2])
+    ap.add_argument("--code-lams", type=float, nargs="+", default=[0.005, 0.01, 0.02, 0.05, 0.1, 0.2])
     ap.add_argument("--train", nargs="+", default=["barbara", "kodim23", "monarch", "sail", "seeding_crop"])
     ap.add_argument("--test", nargs="+", default=["astronaut", "coffee", "chelsea", "tulips"])
     args = ap.parse_args()
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as out:
         evaluate_patches([SHARED / f"{n}.png" for n in args.train], [SHARED / f"{n}.png" for n in args.test], out,
-                         branching=args.branching, n_train=args.n_train, n_test=args.n_test, n_epochs=args.epochs)
+                         branching=args.branching, n_train=args.n_train, n_test=args.n_test, n_epochs=args.epochs,
+                         learn_lams=args.learn_lams, code_lams=args.code_lams)
         print((Path(out) / "table.md").read_text())
     print(f"total {time.perf_counter() - t0:.0f} s")
 

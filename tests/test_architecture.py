@@ -20,14 +20,15 @@ UPPER = 10  # jobs, solvers, cli and anything added later sit above the core
 
 def _imports(path: Path) -> list[str]:
     tree = ast.parse(path.read_text())
+    package = path.relative_to(ROOT).parts[0]  # relative imports resolve against the file's own package
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level:  # relative: from . import x / from .x import y
                 if node.module:
-                    out.append("restore." + node.module)
+                    out.append(f"{package}." + node.module)
                 else:
-                    out += ["restore." + a.name for a in node.names]
+                    out += [f"{package}." + a.name for a in node.names]
             elif node.module:
                 out.append(node.module)
         elif isinstance(node, ast.Import):
