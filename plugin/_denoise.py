@@ -251,6 +251,7 @@ class DenoiseWidget(Container):
     def __init__(self, napari_viewer: napari.viewer.Viewer) -> None:
         super().__init__(labels=True)
         from qtpy.QtCore import QTimer  # Qt only when the widget is built
+        from qtpy.QtWidgets import QSizePolicy
 
         self._viewer = napari_viewer
         self._lam_cache = LruCache(512)
@@ -293,6 +294,10 @@ class DenoiseWidget(Container):
         buttons = Container(widgets=[self.apply_button, self.cancel_button], layout="horizontal", labels=False)
         self.progress = ProgressBar(value=0, min=0, max=1, visible=False)
         self.status = Label(value="")
+        for label in (self.info, self.status):  # long messages use the full width and wrap
+            label.native.setWordWrap(True)
+            label.native.setMinimumWidth(260)
+            label.native.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         self.extend([self.image, self.wavelet, self.penalty, sigma_row, strength_row, self.lam,
                      self.cycle_spins, self.penalize_approx, self.preview, self.info, buttons,
                      self.progress, self.status])

@@ -1,0 +1,112 @@
+"""Open napari under Xvfb, run each widget on the sample data, save real-window screenshots.
+
+    bash .ci/setup && .venv/bin/python docs/screenshots.py [--out docs/screenshots]
+
+Starts its own Xvfb display (``xvfb-run`` is not needed) and uses Qt's
+``xcb`` platform, so the whole window, canvas included, is rendered. Each
+widget is docked through the plugin's manifest, exactly as a user would
+open it from the Plugins menu.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGIN = "restore-tree"
+
+
+def _start_xvfb(display: str = ":97") -> subprocess.Popen:
+    if shutil.which("Xvfb") is None:
+        sys.exit("Xvfb is not installed: run `bash .ci/setup` first")
+    proc = subprocess.Popen(["Xvfb", display, "-screen", "0", "1600x1000x24", "-nolisten", "tcp"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    os.environ["DISPLAY"] = display
+    os.environ["QT_QPA_PLATFORM"] = "xcb"
+    return proc
+
+
+def _wait(app, predicate, timeout: float = 120.0, widget=None) -> None:
+    t0 = time.time()
+    while not predicate():
+        app.processEvents()
+        time.sleep(0.02)
+        if time.time() - t0 > timeout:
+            status = getattr(getattr(widget, "status", None), "value", "")
+            raise TimeoutError(f"the widget did not finish in time (status: {status!r})")
+
+
+def _pick(combo, layer) -> None:
+    """Choose ``layer`` in a layer combo box."""
+    combo.reset_choices()
+    combo.value = next(v for v in combo.choices if v is not None and v.unique_id == layer.unique_id)
+
+
+def main() -> None:
+    """Take the screenshots."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    xvfb = _start_xvfb()
+    try:
+        import napari
+        from qtpy.QtWidgets import QApplication
+
+        viewer = napari.Viewer(show=True)
+        viewer.window._qt_window.resize(1500, 900)  # noqa: SLF001
+        app = QApplication.instance()
+
+        # Denoise: estimate sigma, preview, apply on the noisy camera.
+        viewer.open_sample(PLUGIN, "noisy_camera")
+        _, denoise = viewer.window.add_plugin_dock_widget(PLUGIN, "Denoise (wavelet tree)")
+        _wait(app, lambda: not denoise.busy)
+        _pick(denoise.image, viewer.layers["camera"])
+        denoise.estimate.clicked.emit()
+        denoise.apply_button.clicked.emit()
+        _wait(app, lambda: "camera [tree_l2]" in viewer.layers and not denoise.busy, widget=denoise)
+        viewer.layers["camera"].visible = False
+        viewer.screenshot(str(out / "denoise.png"), canvas_only=False)
+        print(f"wrote {out / 'denoise.png'}")
+
+        # Inpaint and learn, when those widgets are present.
+        names = {w for _, w in _widget_names()}
+        if "Inpaint" in names:
+            viewer.layers.clear()
+            viewer.open_sample(PLUGIN, "cat_with_text")
+            _, inpaint = viewer.window.add_plugin_dock_widget(PLUGIN, "Inpaint")
+            inpaint.run()
+            _wait(app, lambda: any(layer.name.endswith("[inpainted]") for layer in viewer.layers)
+                  and not inpaint.busy)
+            viewer.screenshot(str(out / "inpaint.png"), canvas_only=False)
+            print(f"wrote {out / 'inpaint.png'}")
+        if "Learn dictionary" in names:
+            viewer.layers.clear()
+            viewer.open_sample(PLUGIN, "cat_with_text")
+            _, learn = viewer.window.add_plugin_dock_widget(PLUGIN, "Learn dictionary")
+            learn.run()
+            _wait(app, lambda: any("atoms" in layer.name for layer in viewer.layers) and not learn.busy)
+            viewer.screenshot(str(out / "learn.png"), canvas_only=False)
+            print(f"wrote {out / 'learn.png'}")
+        viewer.close()
+    finally:
+        xvfb.terminate()
+
+
+def _widget_names() -> list[tuple[str, str]]:
+    import npe2
+
+    pm = npe2.PluginManager.instance()
+    return [(PLUGIN, w.display_name) for w in pm.get_manifest(PLUGIN).contributions.widgets or []]
+
+
+if __name__ == "__main__":
+    main()
