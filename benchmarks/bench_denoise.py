@@ -74,6 +74,9 @@ from skimage.util import img_as_float
 
 import restore
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import table  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
 PARTS = ("speed", "quality", "sigma")
@@ -88,20 +91,6 @@ REQ_SPEED_RATIO = 1.3
 # ---------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str = "") -> str:
-    """Format rows as an aligned text table (first column left, others right)."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-
-    def line(r: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-
-    out = [title] if title else []
-    out += [line(cells[0]), "  ".join("-" * w for w in widths)]
-    out += [line(r) for r in cells[1:]]
-    return "\n".join(out)
 
 
 def psnr(x: np.ndarray, ref: np.ndarray) -> float:
