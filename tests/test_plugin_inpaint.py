@@ -1,0 +1,94 @@
+"""Inpaint widget: mask rasterisation without a viewer, and the widget in a real viewer."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("napari")
+
+from plugin import _inpaint  # noqa: E402
+
+PLUGIN = "restore-tree"
+TIMEOUT = 60_000
+
+
+def test_shapes_mask_respects_scale_and_translate():
+    from napari.layers import Image, Shapes
+
+    image = Image(np.zeros((40, 60), np.float32), scale=(2.0, 0.5), translate=(10.0, -5.0))
+    # a rectangle in world coordinates with corners at pixels (5, 20) and (15, 40) of the image
+    world = np.array([[10 + 2 * 5, -5 + 0.5 * 20], [10 + 2 * 5, -5 + 0.5 * 40],
+                      [10 + 2 * 15, -5 + 0.5 * 40], [10 + 2 * 15, -5 + 0.5 * 20]])
+    shapes = Shapes([(world - (1.0, 3.0)) / (0.5, 2.0)], shape_type="polygon", scale=(0.5, 2.0), translate=(1.0, 3.0))
+    m = _inpaint.mask_for_image(shapes, image)
+    rows, cols = np.nonzero(m)
+    assert (rows.min(), rows.max(), cols.min(), cols.max()) == (5, 15, 20, 40)
+
+
+def test_labels_mask_and_errors():
+    from napari.layers import Image, Labels
+
+    image = Image(np.zeros((3, 20, 30), np.float32))
+    lab = np.zeros((20, 30), np.uint8)
+    lab[4:6, 3:9] = 2
+    m = _inpaint.mask_for_image(Labels(lab), image)
+    assert m.sum() == 12
+    with pytest.raises(ValueError, match="planes of"):
+        _inpaint.mask_for_image(Labels(np.zeros((5, 5), np.uint8)), image)
+    with pytest.raises(ValueError, match="choose a mask layer"):
+        _inpaint.mask_for_image(None, image)
+
+
+def test_generator_inpaints_every_plane_and_reports_batches():
+    rng = np.random.default_rng(0)
+    stack = (100 + 20 * rng.standard_normal((2, 48, 48))).astype(np.float32)
+    mask = np.zeros((48, 48), bool)
+    mask[20:23, 5:40] = True
+    gen = _inpaint.inpaint_planes(stack, mask, False, 8, 2, None)
+    steps = []
+    try:
+        while True:
+            steps.append(next(gen))
+    except StopIteration as stop:
+        out = stop.value
+    assert {s[0] for s in steps} == {0, 1} and all(s[1] == 2 for s in steps)
+    np.testing.assert_array_equal(out[:, ~mask], stack[:, ~mask])
+    assert np.all(np.isfinite(out))
+
+
+@pytest.mark.gui
+def test_widget_inpaints_the_sample_and_cancel_adds_nothing(make_napari_viewer, qtbot, monkeypatch):
+    import napari.utils.notifications as notifications
+
+    errors = []
+    monkeypatch.setattr(notifications, "show_error", errors.append)
+    viewer = make_napari_viewer()
+    viewer.open_sample(PLUGIN, "cat_with_text")
+    _, widget = viewer.window.add_plugin_dock_widget(PLUGIN, "Inpaint")
+    src = viewer.layers["chelsea with text"]
+    before = np.array(src.data, copy=True)
+    widget.image.value = src
+    widget.mask.value = viewer.layers["text mask"]
+    widget.stride.value = 2
+    seen = []
+    widget.progress.changed.connect(lambda v: seen.append(v))
+    widget.run()
+    qtbot.waitUntil(lambda: "chelsea with text [inpainted]" in viewer.layers and not widget.busy, timeout=TIMEOUT)
+    out = viewer.layers["chelsea with text [inpainted]"]
+    mask = viewer.layers["text mask"].data != 0
+    assert out.rgb and out.data.shape == src.data.shape
+    np.testing.assert_array_equal(src.data, before)
+    np.testing.assert_allclose(out.data[~mask], src.data[~mask])
+    assert len(seen) >= 2  # the progress bar moved
+    assert not errors
+    # cancel: no new layer
+    n_layers = len(viewer.layers)
+    job = widget.run()
+    widget.cancel()
+    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
+    assert job.outcome == "aborted" and len(viewer.layers) == n_layers
+    # an all-missing mask is an error notification, not a traceback
+    full = viewer.add_labels(np.ones((256, 256), np.uint8), name="everything")
+    widget.mask.value = full
+    widget.run()
+    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
+    assert errors and "every pixel as missing" in str(errors[-1])
