@@ -94,6 +94,9 @@ def main() -> None:
             _, learn = viewer.window.add_plugin_dock_widget(PLUGIN, "Learn dictionary")
             learn.run()
             _wait(app, lambda: any("atoms" in layer.name for layer in viewer.layers) and not learn.busy)
+            for layer in viewer.layers:
+                layer.visible = "atoms" in layer.name
+            viewer.reset_view()
             viewer.screenshot(str(out / "learn.png"), canvas_only=False)
             print(f"wrote {out / 'learn.png'}")
         viewer.close()

@@ -39,6 +39,7 @@ __all__ = [
     "notify_error",
     "plane_indices",
     "plane_layer_kwargs",
+    "progress_in_thread",
     "run_sync",
 ]
 
@@ -302,6 +303,49 @@ class Job:
         self._worker = None
         if self._on_finish is not None:
             self._on_finish()
+
+
+def progress_in_thread(call: Callable[[Callable[[int, int], None]], Any]) -> Iterator[tuple[int, int]]:
+    """Run ``call(progress)`` in a helper thread; yield its ``(done, total)`` reports; return its result.
+
+    For library functions that report progress through a callback: the
+    generator (run by a :class:`Job`) turns the reports into yields. Closing
+    the generator (Cancel) makes the next report raise
+    :class:`restore.Cancelled`, which stops the call between steps.
+    """
+    import queue
+
+    from restore import Cancelled
+
+    stop = threading.Event()
+    events: queue.Queue = queue.Queue()
+    result: dict[str, Any] = {}
+
+    def progress(done: int, total: int) -> None:
+        if stop.is_set():
+            raise Cancelled
+        events.put((done, total))
+
+    def work() -> None:
+        try:
+            result["value"] = call(progress)
+        except BaseException as exc:  # noqa: BLE001 - handed to the generator
+            result["error"] = exc
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive() or not events.empty():
+            try:
+                yield events.get(timeout=0.1)
+            except queue.Empty:
+                continue
+    finally:
+        stop.set()
+        thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
 
 
 # ---------------------------------------------------------------------------

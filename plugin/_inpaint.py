@@ -6,15 +6,13 @@ the widget is a magicgui Container built on :mod:`plugin._common`.
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from magicgui.widgets import ComboBox, Container, FileEdit, Label, ProgressBar, PushButton, SpinBox
 
-from plugin._common import Job, as_float, check_image_layer, derived_layer_kwargs, plane_indices
+from plugin._common import Job, as_float, check_image_layer, derived_layer_kwargs, plane_indices, progress_in_thread
 
 if TYPE_CHECKING:  # pragma: no cover
     import napari
@@ -53,7 +51,7 @@ def mask_for_image(mask_layer: Any, image_layer: Any) -> np.ndarray:
 
 
 def inpaint_planes(data: Any, mask: np.ndarray, rgb: bool, patch_size: int, stride: int,
-                   dictionary: str | None) -> Iterator[tuple[int, int, int, int]]:
+                   dictionary: Any) -> Iterator[tuple[int, int, int, int]]:
     """Inpaint every plane; yield ``(plane, n_planes, batches done, batches)``; return the result.
 
     The result is float32, or the input's integer type.
@@ -62,48 +60,36 @@ def inpaint_planes(data: Any, mask: np.ndarray, rgb: bool, patch_size: int, stri
     progress reaches this generator; closing the generator (Cancel) stops it
     at its next batch through :class:`restore.Cancelled`.
     """
-    from restore import Cancelled, inpaint
+    from restore import inpaint
 
     idx = plane_indices(np.shape(data), rgb)
     out = np.empty(np.shape(data), dtype=np.float32)
     for p, i in enumerate(idx):
-        stop = threading.Event()
         plane = as_float(np.asarray(data[i])).astype(np.float32)
-        events: queue.Queue = queue.Queue()
-        result: dict[str, Any] = {}
 
-        def progress(done: int, total: int, stop: threading.Event = stop, events: queue.Queue = events) -> None:
-            if stop.is_set():
-                raise Cancelled
-            events.put((done, total))
+        def call(progress, plane=plane):
+            return inpaint(plane, mask, dictionary=dictionary, patch_size=patch_size, stride=stride,
+                           channel_axis=-1 if rgb else None, batch_size=2048, progress=progress)
 
-        def work(plane: np.ndarray = plane, result: dict = result, progress=progress) -> None:
-            try:
-                result["out"] = inpaint(plane, mask, dictionary=dictionary, patch_size=patch_size, stride=stride,
-                                        channel_axis=-1 if rgb else None, batch_size=2048, progress=progress)
-            except BaseException as exc:  # noqa: BLE001 - handed to the generator
-                result["error"] = exc
-
-        thread = threading.Thread(target=work, daemon=True)
-        thread.start()
-        try:
-            while thread.is_alive() or not events.empty():
-                try:
-                    done, total = events.get(timeout=0.1)
-                except queue.Empty:
-                    continue
-                yield p, len(idx), done, total
-        finally:  # on Cancel the generator is closed at its yield: stop inpaint at its next batch
-            stop.set()
-            thread.join()
-        if "error" in result:
-            raise result["error"]
-        out[i] = result["out"]
+        out[i] = yield from _tagged(progress_in_thread(call), p, len(idx))
     dtype = np.asarray(data[idx[0]]).dtype
     if dtype.kind in "ui":  # integer images come back in their own type (known pixels exactly)
         info = np.iinfo(dtype)
         return np.clip(np.rint(out), info.min, info.max).astype(dtype)
     return out
+
+
+def _tagged(gen: Iterator[tuple[int, int]], plane: int, n_planes: int) -> Iterator[tuple[int, int, int, int]]:
+    """Yield ``(plane, n_planes, done, total)`` for each report of ``gen``; return its result."""
+    try:
+        while True:
+            try:
+                done, total = next(gen)
+            except StopIteration as stop:
+                return stop.value
+            yield plane, n_planes, done, total
+    finally:
+        gen.close()  # on Cancel: stops the library call at its next step
 
 
 class InpaintWidget(Container):
@@ -114,7 +100,8 @@ class InpaintWidget(Container):
         self._viewer = napari_viewer
         self.image = ComboBox(label="image", choices=self._layers("Image"))
         self.mask = ComboBox(label="mask (Labels or Shapes)", choices=self._layers("Labels", "Shapes"))
-        self.dictionary = FileEdit(label="dictionary (optional .npz)", mode="r", filter="*.npz", value="")
+        self.learned = ComboBox(label="dictionary", choices=self._learned_choices)
+        self.dictionary = FileEdit(label="or a file (.npz)", mode="r", filter="*.npz", value="")
         self.patch_size = SpinBox(label="patch size", value=8, min=4, max=16)
         self.stride = SpinBox(label="stride", value=1, min=1, max=8, tooltip="1: best quality; 2: about 4x faster")
         self.run_button = PushButton(text="Inpaint")
@@ -126,7 +113,7 @@ class InpaintWidget(Container):
         self.status.native.setWordWrap(True)
         self.status.native.setMinimumWidth(260)
         self.status.native.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        self.extend([self.image, self.mask, self.dictionary, self.patch_size, self.stride,
+        self.extend([self.image, self.mask, self.learned, self.dictionary, self.patch_size, self.stride,
                      Container(widgets=[self.run_button, self.cancel_button], layout="horizontal", labels=False),
                      self.progress, self.status])
         self.run_button.changed.connect(self.run)
@@ -143,6 +130,13 @@ class InpaintWidget(Container):
     def _refresh(self, *_: Any) -> None:
         self.image.reset_choices()
         self.mask.reset_choices()
+        self.learned.reset_choices()
+
+    @staticmethod
+    def _learned_choices(_widget: Any = None) -> list[tuple[str, Any]]:
+        from plugin._learn import LEARNED
+
+        return [("learned from the image (shipped start)", None)] + [(k, v) for k, v in LEARNED.items()]
 
     @property
     def busy(self) -> bool:
@@ -160,6 +154,7 @@ class InpaintWidget(Container):
             check_image_layer(layer)
             mask = mask_for_image(self.mask.value, layer)
             path = str(self.dictionary.value) if str(self.dictionary.value) not in ("", ".") else None
+            dictionary = path if path is not None else self.learned.value
         except Exception as exc:  # noqa: BLE001
             notify_error(exc)
             self.status.value = f"Error: {exc}"
@@ -169,7 +164,7 @@ class InpaintWidget(Container):
         self.run_button.enabled, self.cancel_button.enabled = False, True
         self.status.value = f"Inpainting {int(mask.sum())} pixels\u2026"
         self._job = Job(inpaint_planes, layer.data, mask, bool(layer.rgb), int(self.patch_size.value),
-                        int(self.stride.value), path, on_yield=self._on_progress,
+                        int(self.stride.value), dictionary, on_yield=self._on_progress,
                         on_return=lambda out: self._on_done(out, kwargs), on_error=self._on_error,
                         on_abort=lambda: setattr(self.status, "value", "Cancelled: nothing added."),
                         on_finish=self._on_finish, progress={"desc": f"restore: inpainting {layer.name}"})

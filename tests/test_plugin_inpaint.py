@@ -92,3 +92,42 @@ def test_widget_inpaints_the_sample_and_cancel_adds_nothing(make_napari_viewer, 
     widget.run()
     qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
     assert errors and "every pixel as missing" in str(errors[-1])
+
+
+def test_atoms_picture_and_branching():
+    from plugin import _learn
+    from restore import default_dictionary
+
+    est = default_dictionary(3)
+    pic = _learn.atoms_picture(est, 8, 3)
+    assert pic.ndim == 3 and pic.shape[2] == 3 and pic.shape[0] == 4 * (8 * 3 + 2)  # 4 levels, root on top
+    assert _learn.parse_branching("10, 2 2") == (10, 2, 2)
+    with pytest.raises(ValueError, match="tree shape"):
+        _learn.parse_branching("ten")
+
+
+@pytest.mark.gui
+def test_learn_widget_learns_saves_loads_and_feeds_inpaint(make_napari_viewer, qtbot, tmp_path):
+    viewer = make_napari_viewer()
+    viewer.open_sample(PLUGIN, "cat_with_text")
+    _, learn = viewer.window.add_plugin_dock_widget(PLUGIN, "Learn dictionary")
+    learn.image.value = viewer.layers["chelsea with text"]
+    learn.exclude.value = viewer.layers["text mask"]
+    learn.branching.value = "4 2"
+    learn.n_patches.value = 2000
+    learn.run()
+    qtbot.waitUntil(lambda: "chelsea with text atoms" in viewer.layers and not learn.busy, timeout=TIMEOUT)
+    assert learn.dictionary.components_.shape == (13, 192)
+    path = tmp_path / "d.npz"
+    learn.save(path)
+    assert path.exists()
+    learn.load(path)
+    assert "d atoms" in viewer.layers
+    _, inp = viewer.window.add_plugin_dock_widget(PLUGIN, "Inpaint")
+    inp.learned.reset_choices()
+    inp.learned.value = learn.dictionary
+    inp.image.value = viewer.layers["chelsea with text"]
+    inp.mask.value = viewer.layers["text mask"]
+    inp.stride.value = 2
+    inp.run()
+    qtbot.waitUntil(lambda: "chelsea with text [inpainted]" in viewer.layers and not inp.busy, timeout=TIMEOUT)
