@@ -35,7 +35,7 @@ from ._config import JIT
 # ---------------------------------------------------------------------------
 
 
-@njit(**JIT)
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def preorder(parents):
     """Depth-first preorder of a forest given by ``parents``.
 
@@ -97,7 +97,7 @@ def preorder(parents):
 # ---------------------------------------------------------------------------
 
 
-@njit(**JIT)
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def prox_l1(X, r0, r1, lams):
     """Soft thresholding of row ``i`` at ``lams[i]``, in place."""
     p = X.shape[1]
@@ -113,7 +113,7 @@ def prox_l1(X, r0, r1, lams):
                 X[i, j] = 0.0
 
 
-@njit(**JIT)
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def prox_l0(X, r0, r1, lams):
     """Hard thresholding: keep ``v`` when ``|v| > sqrt(2*lams[i])`` (ties go to zero)."""
     p = X.shape[1]
@@ -130,7 +130,7 @@ def prox_l0(X, r0, r1, lams):
 # ---------------------------------------------------------------------------
 
 
-@njit(**JIT)
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def prox_tree_l2(X, r0, r1, perm, own_ptr, node_end, parent, weights, lams, work, iwork):
     """Prox of ``lam * sum_n w_n ||x_g(n)||_2``, in place, O(p) per row.
 
@@ -174,7 +174,7 @@ def prox_tree_l2(X, r0, r1, perm, own_ptr, node_end, parent, weights, lams, work
                 x[perm[j]] *= sc
 
 
-@njit(**JIT)
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def prox_tree_l0(X, r0, r1, perm, own_ptr, node_end, parent, weights, lams, work, iwork):
     """Prox of ``lam * sum_n w_n [x_g(n) != 0]`` by Donoho's dynamic programme.
 
@@ -214,7 +214,7 @@ def prox_tree_l0(X, r0, r1, perm, own_ptr, node_end, parent, weights, lams, work
                     x[perm[j]] = 0.0
 
 
-@njit(**JIT)
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def prox_tree_linf(X, r0, r1, perm, own_ptr, node_end, parent, weights, lams, work, iwork):
     """Prox of ``lam * sum_n w_n ||x_g(n)||_inf``, in place.
 
@@ -345,7 +345,7 @@ def prox_tree_linf(X, r0, r1, perm, own_ptr, node_end, parent, weights, lams, wo
 # ---------------------------------------------------------------------------
 
 
-@njit(**JIT)
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def all_finite(X):
     """Whether every entry of the 2-D array ``X`` is finite (no temporary)."""
     for i in range(X.shape[0]):
@@ -356,7 +356,7 @@ def all_finite(X):
     return True
 
 
-@njit(**JIT)
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def value_l1(X, out):
     """``out[i] = sum_j |X[i, j]|``."""
     for i in range(X.shape[0]):
@@ -366,7 +366,7 @@ def value_l1(X, out):
         out[i] = s
 
 
-@njit(**JIT)
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def value_l0(X, out):
     """``out[i]`` = number of non-zero entries of row ``i``."""
     for i in range(X.shape[0]):
@@ -377,7 +377,7 @@ def value_l0(X, out):
         out[i] = s
 
 
-@njit(**JIT)
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def value_tree(X, out, kind, perm, own_ptr, node_end, parent, weights):
     """Tree penalty of each row: ``kind`` 0 = tree_l2, 1 = tree_linf, 2 = tree_l0."""
     n_nodes = parent.shape[0]
