@@ -39,7 +39,9 @@ __all__ = [
     "notify_error",
     "plane_indices",
     "plane_layer_kwargs",
+    "layer_choices",
     "progress_in_thread",
+    "status_label",
     "run_sync",
 ]
 
@@ -303,6 +305,25 @@ class Job:
         self._worker = None
         if self._on_finish is not None:
             self._on_finish()
+
+
+def status_label() -> Any:
+    """A magicgui Label for status messages: full width, wrapping long text."""
+    from magicgui.widgets import Label
+    from qtpy.QtWidgets import QSizePolicy
+
+    label = Label(value="")
+    label.native.setWordWrap(True)
+    label.native.setMinimumWidth(260)
+    label.native.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+    return label
+
+
+def layer_choices(viewer: Any, *kinds: str) -> Callable[..., list[tuple[str, Any]]]:
+    """Choices callback of a ComboBox listing the viewer's layers of these classes (``"Image"``...)."""
+    def choices(_widget: Any = None) -> list[tuple[str, Any]]:
+        return [(layer.name, layer) for layer in viewer.layers if layer.__class__.__name__ in kinds]
+    return choices
 
 
 def progress_in_thread(call: Callable[[Callable[[int, int], None]], Any]) -> Iterator[tuple[int, int]]:

@@ -10,9 +10,18 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from magicgui.widgets import ComboBox, Container, FileEdit, Label, ProgressBar, PushButton, SpinBox
+from magicgui.widgets import ComboBox, Container, FileEdit, ProgressBar, PushButton, SpinBox
 
-from plugin._common import Job, as_float, check_image_layer, derived_layer_kwargs, plane_indices, progress_in_thread
+from plugin._common import (
+    Job,
+    as_float,
+    check_image_layer,
+    derived_layer_kwargs,
+    layer_choices,
+    plane_indices,
+    progress_in_thread,
+    status_label,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import napari
@@ -98,8 +107,8 @@ class InpaintWidget(Container):
     def __init__(self, napari_viewer: napari.viewer.Viewer) -> None:
         super().__init__()
         self._viewer = napari_viewer
-        self.image = ComboBox(label="image", choices=self._layers("Image"))
-        self.mask = ComboBox(label="mask (Labels or Shapes)", choices=self._layers("Labels", "Shapes"))
+        self.image = ComboBox(label="image", choices=layer_choices(napari_viewer, "Image"))
+        self.mask = ComboBox(label="mask (Labels or Shapes)", choices=layer_choices(napari_viewer, "Labels", "Shapes"))
         self.learned = ComboBox(label="dictionary", choices=self._learned_choices)
         self.dictionary = FileEdit(label="or a file (.npz)", mode="r", filter="*.npz", value="")
         self.patch_size = SpinBox(label="patch size", value=8, min=4, max=16)
@@ -107,12 +116,7 @@ class InpaintWidget(Container):
         self.run_button = PushButton(text="Inpaint")
         self.cancel_button = PushButton(text="Cancel", enabled=False)
         self.progress = ProgressBar(value=0, min=0, max=1, visible=False)
-        self.status = Label(value="")
-        from qtpy.QtWidgets import QSizePolicy  # Qt only when the widget is built
-
-        self.status.native.setWordWrap(True)
-        self.status.native.setMinimumWidth(260)
-        self.status.native.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.status = status_label()
         self.extend([self.image, self.mask, self.learned, self.dictionary, self.patch_size, self.stride,
                      Container(widgets=[self.run_button, self.cancel_button], layout="horizontal", labels=False),
                      self.progress, self.status])
@@ -121,11 +125,6 @@ class InpaintWidget(Container):
         self._viewer.layers.events.inserted.connect(self._refresh)
         self._viewer.layers.events.removed.connect(self._refresh)
         self._job: Job | None = None
-
-    def _layers(self, *kinds: str):
-        def choices(_widget: Any = None) -> list[tuple[str, Any]]:
-            return [(layer.name, layer) for layer in self._viewer.layers if layer.__class__.__name__ in kinds]
-        return choices
 
     def _refresh(self, *_: Any) -> None:
         self.image.reset_choices()

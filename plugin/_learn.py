@@ -11,14 +11,22 @@ from magicgui.widgets import (
     Container,
     FileEdit,
     FloatSpinBox,
-    Label,
     LineEdit,
     ProgressBar,
     PushButton,
     SpinBox,
 )
 
-from plugin._common import Job, as_float, check_image_layer, current_plane_index, notify_error, progress_in_thread
+from plugin._common import (
+    Job,
+    as_float,
+    check_image_layer,
+    current_plane_index,
+    layer_choices,
+    notify_error,
+    progress_in_thread,
+    status_label,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import napari
@@ -92,11 +100,10 @@ class LearnWidget(Container):
 
     def __init__(self, napari_viewer: napari.viewer.Viewer) -> None:
         super().__init__()
-        from qtpy.QtWidgets import QSizePolicy  # Qt only when the widget is built
-
         self._viewer = napari_viewer
-        self.image = ComboBox(label="image", choices=self._layers("Image"))
-        self.exclude = ComboBox(label="exclude (Labels, optional)", choices=self._layers("Labels"), nullable=True)
+        self.image = ComboBox(label="image", choices=layer_choices(napari_viewer, "Image"))
+        self.exclude = ComboBox(label="exclude (Labels, optional)", choices=layer_choices(napari_viewer, "Labels"),
+                                nullable=True)
         self.branching = LineEdit(label="tree shape", value="10 2 2")
         self.flat = CheckBox(text="flat dictionary (l1) of", value=False)
         self.n_atoms = SpinBox(label="atoms (flat)", value=256, min=2, max=4096)
@@ -110,10 +117,7 @@ class LearnWidget(Container):
         self.save_button = PushButton(text="Save")
         self.load_button = PushButton(text="Load")
         self.progress = ProgressBar(value=0, min=0, max=1, visible=False)
-        self.status = Label(value="")
-        self.status.native.setWordWrap(True)
-        self.status.native.setMinimumWidth(260)
-        self.status.native.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.status = status_label()
         row = Container(widgets=[self.learn_button, self.cancel_button], layout="horizontal", labels=False)
         files = Container(widgets=[self.save_button, self.load_button], layout="horizontal", labels=False)
         self.extend([self.image, self.exclude, self.branching, self.flat, self.n_atoms, self.patch_size,
@@ -126,11 +130,6 @@ class LearnWidget(Container):
         self._viewer.layers.events.removed.connect(self._refresh)
         self._job: Job | None = None
         self.dictionary: Any = None
-
-    def _layers(self, kind: str):
-        def choices(_widget: Any = None) -> list[tuple[str, Any]]:
-            return [(layer.name, layer) for layer in self._viewer.layers if layer.__class__.__name__ == kind]
-        return choices
 
     def _refresh(self, *_: Any) -> None:
         self.image.reset_choices()
