@@ -28,8 +28,11 @@ method). Prints aligned tables; ``--json PATH`` also writes every number.
    ``masks/seeding_text04.png`` (7.6 % missing), loaded as float32 in
    [0, 1], inpainted with every default at stride 1 and at stride 2
    (``--scale-strides``), each in a fresh Python process so that its peak
-   memory is that of the job (loading included): the child's ``ru_maxrss``
-   from :func:`os.wait4`. Reported: wall time of the ``inpaint`` call and of
+   memory is that of the job (loading included): the child's ``VmHWM``
+   from ``/proc/self/status`` (its own address space's high-water mark; the
+   ``ru_maxrss`` that :func:`os.wait4` reports is only a fallback, as Linux
+   carries the parent's RSS at fork into it, which is wrong after part 1 has
+   grown the parent). Reported: wall time of the ``inpaint`` call and of
    the whole process, CPU time, peak RSS, masked PSNR, the time split from
    the ``restore.inpainting`` log messages ("dictionary ready in X s" =
    fine-tuning the dictionary; "coded and averaged patches in Y s"), the
@@ -272,6 +275,18 @@ def print_quality(res: dict) -> None:
 # ---------------------------------------------------------------------------
 
 
+def peak_rss_self() -> int | None:
+    """High-water mark of this process's resident set (bytes, ``VmHWM``; None off Linux)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def child(spec: str) -> None:
     """Inpaint the scale case in this process and print one JSON line (run by ``run_child``)."""
     import resource
@@ -282,12 +297,13 @@ def child(spec: str) -> None:
     t_load = time.perf_counter()
     img, mask = load_case(Path(cfg["data"]), cfg["image"], cfg["mask"], dtype=np.float32)
     t_load = time.perf_counter() - t_load
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss_before = peak_rss_self() or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     with LogCapture() as cap:
         t0 = time.perf_counter()
         out = restore.inpaint(img, mask, channel_axis=-1, stride=cfg["stride"])
         wall = time.perf_counter() - t0
-    res = {"stride": cfg["stride"], "inpaint_s": wall, "load_s": t_load, "dtype": str(out.dtype),
+    res = {"stride": cfg["stride"], "inpaint_s": wall, "vm_hwm": peak_rss_self(), "load_s": t_load,
+           "dtype": str(out.dtype),
            "psnr": masked_psnr(out, img, mask), "missing": float(mask.mean()), "shape": list(img.shape),
            "rss_before_inpaint": rss_before, "log": cap.messages, **parse_log(cap.messages)}
     print("RESULT " + json.dumps(res), flush=True)
@@ -310,8 +326,9 @@ def run_child(args: argparse.Namespace, stride: int) -> dict:
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"scale child (stride {stride}) failed with exit code {proc.returncode}:\n{text}")
     res = json.loads(lines[-1][len("RESULT "):])
-    res.update({"process_s": w["wall"], "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss": ru.ru_maxrss * 1024,
+    res.update({"process_s": w["wall"], "cpu_s": ru.ru_utime + ru.ru_stime, "ru_maxrss": ru.ru_maxrss * 1024,
                 "others_cores": w["other_cores"]})
+    res["peak_rss"] = res["vm_hwm"] or res["ru_maxrss"]
     return res
 
 
@@ -342,7 +359,7 @@ def print_scale(res: dict) -> None:
                  "patches", "patches/s", "rounds", "others"), body,
                 f"2. Scale: {SCALE_IMAGE}_{SCALE_MASK} ({w}x{h}, {h * w / 1e6:.1f} MP, "
                 f"{100 * res['rows'][0]['missing']:.1f}% missing), float32, fresh process per stride"))
-    print("(peak GB = the child's ru_maxrss, loading included; GB loaded = its peak before inpaint was called; "
+    print("(peak GB = the child's VmHWM, loading included; GB loaded = its peak before inpaint was called; "
           "dict s / code s from the log)")
     print("references (README): " + ", ".join(f"{k} {v:.2f} dB" for k, v in SCALE_REFS.items())
           + "; SPAMS 249 s / 1.9 GB at stride 1, 78 s at stride 2")
