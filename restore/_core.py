@@ -408,3 +408,53 @@ def value_tree(X, out, kind, perm, own_ptr, node_end, parent, weights):
                 s = np.sqrt(s)
             total += weights[k] * s
         out[i] = total
+
+
+# ---------------------------------------------------------------------------
+# FISTA row updates (the solver's elementwise work around the prox, fused)
+# ---------------------------------------------------------------------------
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def fista_gradient_step(A_new, Y, G, C, inv_L, positive, r0, r1):
+    """``A_new = Y - (G - C) * inv_L`` row by row (then ``max(., 0)`` when ``positive``), rows r0..r1-1.
+
+    ``G`` is the product part of the gradient (any float dtype), ``C`` its
+    constant part, ``inv_L`` the per-row step (n,).
+    """
+    for i in range(r0, r1):
+        s = inv_L[i]
+        for j in range(A_new.shape[1]):
+            v = Y[i, j] - (G[i, j] - C[i, j]) * s
+            if positive and v < 0.0:
+                v = 0.0
+            A_new[i, j] = v
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def fista_momentum(A_new, A, Y, Y32, t, r0, r1):
+    """FISTA extrapolation with adaptive restart, rows r0..r1-1, in place.
+
+    ``Y = A_new + beta (A_new - A)`` with ``beta = (t - 1) / t'``,
+    ``t' = (1 + sqrt(1 + 4 t^2)) / 2``, except where the step points uphill,
+    ``(Y - A_new) . (A_new - A) > 0`` (O'Donoghue and Candes), where the
+    momentum restarts (``beta = 0``, ``t' = 1``). ``Y32`` receives ``Y``
+    in float32 for the next products; ``t`` (n,) is updated.
+    """
+    k = A_new.shape[1]
+    for i in range(r0, r1):
+        dot = 0.0
+        for j in range(k):
+            dot += (Y[i, j] - A_new[i, j]) * (A_new[i, j] - A[i, j])
+        ti = t[i]
+        if dot > 0.0:
+            beta = 0.0
+            t[i] = 1.0
+        else:
+            t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * ti * ti))
+            beta = (ti - 1.0) / t_new
+            t[i] = t_new
+        for j in range(k):
+            y = A_new[i, j] + beta * (A_new[i, j] - A[i, j])
+            Y[i, j] = y
+            Y32[i, j] = y

@@ -16,7 +16,8 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .proximal import _penalty_rows, _prox_rows, check_penalty
+from . import _core
+from .proximal import _map_rows, _penalty_rows, _prox_range, check_penalty
 from .tree import Tree
 
 __all__ = ["Cancelled", "sparse_encode"]
@@ -62,10 +63,12 @@ def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float, penal
     """
     n, k = X.shape[0], D.shape[0]
     L = _lipschitz(D, M, n)
-    steps = lam / L
-    inv_L = (1.0 / L)[:, None]
+    inv_L = 1.0 / L
+    prox_range = _prox_range(penalty, tree, lam * inv_L, n)
     A = np.zeros((n, k)) if A0 is None else np.array(A0, dtype=np.float64, order="C")
+    A_new = np.empty_like(A)
     Y = A.copy()
+    Y32 = Y.astype(np.float32)
     t = np.ones(n)
     if M is None:
         gram = D @ D.T
@@ -77,22 +80,16 @@ def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float, penal
     f_old = np.inf
     it = 0
     for it in range(1, max_iter + 1):
-        if M is None:
-            G = Y @ gram - DXt
-        else:
-            G = (((Y.astype(np.float32) @ Df) * Mf) @ Df.T).astype(np.float64) - DXt
-        A_new = Y - G * inv_L
-        if positive:
-            np.maximum(A_new, 0.0, out=A_new)
-        _prox_rows(A_new, steps, penalty, tree)
-        t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
-        diff = A_new - A
-        # adaptive restart (O'Donoghue and Candes): drop momentum where it points uphill
-        restart = np.einsum("ij,ij->i", Y - A_new, diff) > 0
-        beta = np.where(restart, 0.0, (t - 1.0) / t_new)
-        Y = A_new + beta[:, None] * diff
-        t = np.where(restart, 1.0, t_new)
-        A = A_new
+        G = Y @ gram if M is None else ((Y32 @ Df) * Mf) @ Df.T
+
+        def step(r0, r1, G=G, A=A, A_new=A_new):
+            # gradient step, prox and momentum of rows r0..r1-1, in one thread
+            _core.fista_gradient_step(A_new, Y, G, DXt, inv_L, positive, r0, r1)
+            prox_range(A_new, r0, r1)
+            _core.fista_momentum(A_new, A, Y, Y32, t, r0, r1)
+
+        _map_rows(step, n, 4 * k)
+        A, A_new = A_new, A
         if it % 10 == 0 or it == max_iter:
             f = _objective(X, D, M, A, lam, penalty, tree)
             if np.isfinite(f_old) and f_old - f <= tol * max(abs(f), 1e-300):

@@ -49,8 +49,10 @@ class TreeDictionaryLearning:
     rho : float, optional
         Forgetting exponent: the statistics are scaled by
         ``(1 - 1/t)**rho`` before mini-batch ``t`` is added. None keeps all.
-    max_code_iter : int, default 100
-        FISTA iterations per mini-batch.
+    max_code_iter : int, default 30
+        FISTA iterations per mini-batch (30: the online algorithm does not need
+        exact codes; 100 gives a test objective 0.24 % lower for an epoch 2.6 times
+        as long, flat 256 atoms on 8x8 patches).
     tol : float, default 1e-4
         Tolerance of the coding (relative decrease of the objective).
     positive_code : bool, default False
@@ -107,7 +109,7 @@ class TreeDictionaryLearning:
         batch_size: int = 256,
         n_epochs: int = 1,
         rho: float | None = None,
-        max_code_iter: int = 100,
+        max_code_iter: int = 30,
         tol: float = 1e-4,
         positive_code: bool = False,
         dict_init: ArrayLike | None = None,

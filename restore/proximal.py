@@ -129,34 +129,37 @@ def _prox_rows(X: np.ndarray, lam: float | np.ndarray, penalty: str, tree: Tree 
     batch is large enough.
     """
     n, p = X.shape
-    if n == 0 or p == 0:
+    if n == 0 or p == 0 or (np.ndim(lam) == 0 and lam == 0.0):  # lam = 0: the identity, exactly
         return
-    if np.ndim(lam) == 0:
-        if lam == 0.0:  # the identity, exactly
-            return
-        lams = np.full(n, float(lam))
-    else:
-        lams = np.ascontiguousarray(lam, dtype=np.float64)
+    kernel = _prox_range(penalty, tree, lam, n)
+    _map_rows(lambda r0, r1: kernel(X, r0, r1), n, p, n_threads)
+
+
+def _prox_range(penalty: str, tree: Tree | None, lam: float | np.ndarray, n: int):
+    """``kernel(X, r0, r1)``: the prox in place on rows r0..r1-1 of X, with one lam or one per row."""
+    lams = np.full(n, float(lam)) if np.ndim(lam) == 0 else np.ascontiguousarray(lam, dtype=np.float64)
     if penalty == "l1":
-        kernel, args = _core.prox_l1, (lams,)
-    elif penalty == "l0":
-        kernel, args = _core.prox_l0, (lams,)
-    else:
-        tree_kernel = _TREE_KERNELS[penalty]
+        return lambda X, r0, r1: _core.prox_l1(X, r0, r1, lams)
+    if penalty == "l0":
+        return lambda X, r0, r1: _core.prox_l0(X, r0, r1, lams)
+    tree_kernel, flat = _TREE_KERNELS[penalty], tree._flat  # noqa: SLF001
+    return lambda X, r0, r1: _run_tree_kernel(tree_kernel, X, r0, r1, flat, lams)
 
-        def kernel(X, r0, r1, flat, lams):
-            _run_tree_kernel(tree_kernel, X, r0, r1, flat, lams)
 
-        args = (tree._flat, lams)  # noqa: SLF001
+def _map_rows(task, n: int, p: int, n_threads: int | None = None) -> None:
+    """Run ``task(r0, r1)`` over row ranges covering 0..n-1, on the thread pool when the work is large.
+
+    ``p`` is the cost per row (entries) used to decide how many ranges are
+    worth a thread; tasks must release the GIL (numba ``nogil`` kernels).
+    """
     n_threads = default_num_threads() if n_threads is None else n_threads
     n_chunks = min(n_threads, n, max(1, (n * p) // _MIN_PARALLEL_WORK))
     if n_chunks <= 1:
-        kernel(X, 0, n, *args)
+        task(0, n)
         return
     bounds = np.linspace(0, n, n_chunks + 1).astype(np.int64)
     pool = _get_pool(n_threads)
-    futures = [pool.submit(kernel, X, int(a), int(b), *args)
-               for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    futures = [pool.submit(task, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     for f in futures:
         f.result()
 
