@@ -30,17 +30,19 @@ class Cancelled(Exception):  # noqa: N818 - reads as what happened
 ProgressCallback = Callable[[int, int], None]
 
 
-def _lipschitz(D: np.ndarray, M: np.ndarray | None, n: int, n_iter: int = 10) -> np.ndarray:
+def _lipschitz(D: np.ndarray, M: np.ndarray | None, n: int, spectrum: tuple[np.ndarray, np.ndarray] | None = None,
+               n_iter: int = 10) -> np.ndarray:
     """Per-signal bound of the largest eigenvalue of D_M D_M^T.
 
     Exact (one eigen-decomposition) without a mask; with one, a few power
     iterations started from the unmasked top eigenvector, with a margin (the
-    power iteration approaches the eigenvalue from below).
+    power iteration approaches the eigenvalue from below). ``spectrum``:
+    ``eigh(D @ D.T)`` when the caller has it (it is the same for every batch).
     """
     k = D.shape[0]
     if k == 0:
         return np.full(n, 1e-12)
-    w_all, v_all = np.linalg.eigh(D @ D.T)
+    w_all, v_all = np.linalg.eigh(D @ D.T) if spectrum is None else spectrum
     if M is None:
         return np.full(n, max(float(w_all[-1]), 1e-12))
     Df = D.astype(np.float32)
@@ -53,8 +55,10 @@ def _lipschitz(D: np.ndarray, M: np.ndarray | None, n: int, n_iter: int = 10) ->
     return np.clip(lam.astype(np.float64) * 1.1, 1e-12, float(w_all[-1]))
 
 
-def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float, penalty: str, tree: Tree | None,
-           A0: np.ndarray | None, max_iter: int, tol: float, positive: bool) -> tuple[np.ndarray, int]:
+def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float | np.ndarray, penalty: str,
+           tree: Tree | None,
+           A0: np.ndarray | None, max_iter: int, tol: float, positive: bool,
+           spectrum: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, int]:
     """FISTA on one batch; X (n, m), D (k, m), M (n, m) bool or None. Returns codes and iterations.
 
     Without a mask the gradient uses the Gram matrix (k x k, float64); with
@@ -62,7 +66,7 @@ def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float, penal
     codes, steps and prox stay in float64.
     """
     n, k = X.shape[0], D.shape[0]
-    L = _lipschitz(D, M, n)
+    L = _lipschitz(D, M, n, spectrum)
     inv_L = 1.0 / L
     prox_range = _prox_range(penalty, tree, lam * inv_L, n)
     A = np.zeros((n, k)) if A0 is None else np.array(A0, dtype=np.float64, order="C")
@@ -103,7 +107,7 @@ def _objective(X, D, M, A, lam, penalty, tree) -> float:
     if M is not None:
         R *= M
     omega = _penalty_rows(np.ascontiguousarray(A), penalty, tree)
-    return 0.5 * float(np.sum(R * R)) + lam * float(omega.sum())
+    return 0.5 * float(np.sum(R * R)) + float(np.sum(lam * omega))
 
 
 def sparse_encode(
@@ -202,10 +206,16 @@ def sparse_encode(
 
 
 def _sparse_encode(X, D, M, lam, penalty, tree, A0, max_iter, tol, positive, batch_size,
-                   progress=None) -> tuple[np.ndarray, int]:
-    """Unvalidated sparse coding over batches; returns codes and the largest iteration count."""
+                   progress=None, spectrum=None) -> tuple[np.ndarray, int]:
+    """Unvalidated sparse coding over batches; returns codes and the largest iteration count.
+
+    ``lam`` is one value or one per signal (float64 (n,)); ``spectrum`` is
+    ``eigh(D @ D.T)`` when the caller codes many batches over the same D.
+    """
     n = X.shape[0]
     out = np.empty((n, D.shape[0]))
+    if spectrum is None and D.shape[0] > 0:
+        spectrum = np.linalg.eigh(D @ D.T)
     n_iter = 0
     starts = range(0, n, max(1, int(batch_size)))
     for b, s in enumerate(starts):
@@ -213,8 +223,9 @@ def _sparse_encode(X, D, M, lam, penalty, tree, A0, max_iter, tol, positive, bat
         Mb = None if M is None else M[s:e]
         if Mb is not None and Mb.all():
             Mb = None
-        out[s:e], it = _fista(X[s:e], D, Mb, lam, penalty, tree, None if A0 is None else A0[s:e],
-                              max_iter, tol, positive)
+        lam_b = lam if np.ndim(lam) == 0 else lam[s:e]
+        out[s:e], it = _fista(X[s:e], D, Mb, lam_b, penalty, tree, None if A0 is None else A0[s:e],
+                              max_iter, tol, positive, spectrum)
         n_iter = max(n_iter, it)
         if progress is not None:
             progress(b + 1, len(starts))

@@ -109,3 +109,19 @@ def test_matches_spams_fistaTree(loss, rng):
     A = sparse_encode(X, D, lam=lam, tree=tree, mask=M)
     f, f_spams = objective(X, D, A, lam, "tree_l2", tree, M), objective(X, D, A_spams, lam, "tree_l2", tree, M)
     assert abs(f - f_spams) <= 1e-4 * f_spams
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_one_lam_per_signal_codes_each_signal_with_its_own(problem, rng, masked):
+    # the inpainting scales lam by each patch's share of known pixels (internal API)
+    from restore.coding import _sparse_encode
+
+    tree, D, X = problem
+    X = X[:40]
+    M = rng.random(X.shape) > 0.4 if masked else None
+    lams = rng.uniform(0.05, 0.6, len(X))
+    A = _sparse_encode(X, D, M, lams, "tree_l2", tree, None, 3000, 0.0, False, 16)[0]
+    for i in (0, 17, 39):
+        Mi = None if M is None else M[i:i + 1]
+        ref = _sparse_encode(X[i:i + 1], D, Mi, float(lams[i]), "tree_l2", tree, None, 3000, 0.0, False, 16)[0]
+        np.testing.assert_allclose(A[i], ref[0], atol=1e-5)  # masked products run in float32
