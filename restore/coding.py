@@ -94,7 +94,7 @@ def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float | np.n
 
         _map_rows(step, n, 4 * k)
         A, A_new = A_new, A
-        if it % 10 == 0 or it == max_iter:
+        if it % 10 == 0 and it < max_iter:
             f = _objective(X, D, M, A, lam, penalty, tree)
             if np.isfinite(f_old) and f_old - f <= tol * max(abs(f), 1e-300):
                 break

