@@ -265,7 +265,9 @@ def inpaint(
         Side of the square patches.
     stride : int, default 1
         Distance between coded patches; 1 codes every patch touching the
-        mask (best quality), 2 is about 4 times faster.
+        mask (best quality); 2 is about 3.5 times faster and, on a 16 MP
+        photograph with text, within 0.05 dB of stride 1 (the choice for
+        large photographs).
     lam : float, optional
         Regularisation of the codes of the centred patches, each scaled to
         unit norm (default 0.02), for a patch with every pixel known; a
