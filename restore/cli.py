@@ -283,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--dictionary", default=None, help="dictionary .npz from `restore learn` (default: learned "
                                                       "from the image, warm started from the shipped one)")
     i.add_argument("--patch-size", type=int, default=8)
-    i.add_argument("--stride", type=int, default=1, help="1: every patch (best); 2: about 3.5x faster, nearly as good (large photos)")
+    i.add_argument("--stride", type=int, default=1, help="1: every patch (best); 2: 3.5x faster, nearly as good")
     i.add_argument("--lam", type=_positive_float, default=None)
     i.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     i.add_argument("--quiet", action="store_true", help="no progress bar")
