@@ -30,19 +30,20 @@ class Cancelled(Exception):  # noqa: N818 - reads as what happened
 ProgressCallback = Callable[[int, int], None]
 
 
-def _lipschitz(D: np.ndarray, M: np.ndarray | None, n: int, spectrum: tuple[np.ndarray, np.ndarray] | None = None,
+def _lipschitz(D: np.ndarray, M: np.ndarray | None, n: int, spectrum: tuple[np.ndarray, np.ndarray] | None,
                n_iter: int = 10) -> np.ndarray:
     """Per-signal bound of the largest eigenvalue of D_M D_M^T.
 
     Exact (one eigen-decomposition) without a mask; with one, a few power
     iterations started from the unmasked top eigenvector, with a margin (the
-    power iteration approaches the eigenvalue from below). ``spectrum``:
-    ``eigh(D @ D.T)`` when the caller has it (it is the same for every batch).
+    power iteration approaches the eigenvalue from below). ``spectrum`` is
+    ``eigh(D @ D.T)``, computed once by the caller for all its batches (None
+    only when D has no atom).
     """
     k = D.shape[0]
     if k == 0:
         return np.full(n, 1e-12)
-    w_all, v_all = np.linalg.eigh(D @ D.T) if spectrum is None else spectrum
+    w_all, v_all = spectrum
     if M is None:
         return np.full(n, max(float(w_all[-1]), 1e-12))
     Df = D.astype(np.float32)
@@ -58,7 +59,7 @@ def _lipschitz(D: np.ndarray, M: np.ndarray | None, n: int, spectrum: tuple[np.n
 def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float | np.ndarray, penalty: str,
            tree: Tree | None,
            A0: np.ndarray | None, max_iter: int, tol: float, positive: bool,
-           spectrum: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, int]:
+           spectrum: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, int]:
     """FISTA on one batch; X (n, m), D (k, m), M (n, m) bool or None. Returns codes and iterations.
 
     Without a mask the gradient uses the Gram matrix (k x k, float64); with
