@@ -1,9 +1,9 @@
-"""Train the generic tree dictionaries shipped in ``restore/data/``.
+"""Train the generic tree dictionary shipped in ``restore/data/``.
 
-8x8 patches (grey: 64 features; colour: 8x8x3 = 192) of the bundled
-``sample_images/`` through :func:`restore.learn_dictionary` (the centring
-and scaling :func:`restore.inpaint` uses); tree (10, 2, 2), tree_l2,
-lam 0.1, two epochs. Deterministic.
+8x8 luminance patches (64 features) of the bundled ``sample_images/``
+through :func:`restore.learn_dictionary` (the luminance, centring and
+scaling :func:`restore.inpaint` uses); tree (10, 2, 2), tree_l2, lam 0.1,
+two epochs. Deterministic.
 
     python benchmarks/train_default_dictionary.py
 """
@@ -20,23 +20,21 @@ from restore import learn_dictionary
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_images(grey: bool) -> list[np.ndarray]:
+def load_images() -> list[np.ndarray]:
     out = []
     for path in sorted((ROOT / "sample_images").glob("*.png")):
         im = io.imread(path)
         if im.ndim == 2:
             im = np.stack([im] * 3, axis=-1)
-        im = im[..., :3] / 255.0
-        out.append(im @ np.array([0.2125, 0.7154, 0.0721]) if grey else im)
+        out.append(im[..., :3] / 255.0)
     return out
 
 
 def main() -> None:
-    for grey, name in ((True, "dict_grey_8x8.npz"), (False, "dict_colour_8x8.npz")):
-        est = learn_dictionary(load_images(grey), branching=(10, 2, 2), penalty="tree_l2", lam=0.1,
-                               n_patches=60000, n_epochs=2, channel_axis=None if grey else -1, rng=0)
-        est.save(ROOT / "restore" / "data" / name)
-        print(f"{name}: {est.components_.shape[0]} atoms of {est.components_.shape[1]} features")
+    est = learn_dictionary(load_images(), branching=(10, 2, 2), penalty="tree_l2", lam=0.1, n_patches=60000,
+                           n_epochs=2, channel_axis=-1, rng=0)
+    est.save(ROOT / "restore" / "data" / "dict_grey_8x8.npz")
+    print(f"dict_grey_8x8.npz: {est.components_.shape[0]} atoms of {est.components_.shape[1]} features")
 
 
 if __name__ == "__main__":

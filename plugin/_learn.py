@@ -48,7 +48,7 @@ def parse_branching(text: str) -> tuple[int, ...]:
     return b
 
 
-def atoms_picture(est: Any, patch_size: int, n_channels: int, zoom: int = 3, gap: int = 2) -> np.ndarray:
+def atoms_picture(est: Any, patch_size: int, zoom: int = 3, gap: int = 2) -> np.ndarray:
     """The atoms as one image, laid out as their tree: one row per depth, root on top.
 
     Each atom is normalised to its own range; a node sits centred above the
@@ -56,11 +56,11 @@ def atoms_picture(est: Any, patch_size: int, n_channels: int, zoom: int = 3, gap
     """
     D = est.components_
     k = D.shape[0]
-    tiles = D.reshape(k, patch_size, patch_size, n_channels)
-    lo = tiles.min(axis=(1, 2, 3), keepdims=True)
-    hi = tiles.max(axis=(1, 2, 3), keepdims=True)
+    tiles = D.reshape(k, patch_size, patch_size)
+    lo = tiles.min(axis=(1, 2), keepdims=True)
+    hi = tiles.max(axis=(1, 2), keepdims=True)
     tiles = (tiles - lo) / np.maximum(hi - lo, 1e-12)
-    tiles = np.kron(tiles, np.ones((1, zoom, zoom, 1)))
+    tiles = np.kron(tiles, np.ones((1, zoom, zoom)))
     t = patch_size * zoom + gap
     tree = est.tree_
     if tree is None:
@@ -88,11 +88,11 @@ def atoms_picture(est: Any, patch_size: int, n_channels: int, zoom: int = 3, gap
         width = len(order)
         pos = [(int(depth[n]), float(np.mean(leaves[n]))) for n in range(k)]
     rows = max(p[0] for p in pos) + 1
-    pic = np.full((rows * t, int(np.ceil(width)) * t, n_channels), 0.15, dtype=np.float32)
+    pic = np.full((rows * t, int(np.ceil(width)) * t), 0.15, dtype=np.float32)
     for n, (r, c) in enumerate(pos):
         y, x = r * t, int(round(c * t))
         pic[y:y + t - gap, x:x + t - gap] = tiles[n]
-    return pic[..., 0] if n_channels == 1 else pic
+    return pic
 
 
 class LearnWidget(Container):
@@ -195,13 +195,11 @@ class LearnWidget(Container):
 
     def _set_dictionary(self, est: Any, layer_name: str) -> None:
         self.dictionary = est
-        m = est.components_.shape[1]
-        n_ch = 1 if int(round(np.sqrt(m))) ** 2 == m else 3  # 3 s^2 is never a square
-        size = int(round(np.sqrt(est.components_.shape[1] // n_ch)))
+        size = int(round(np.sqrt(est.components_.shape[1])))  # luminance patches
         LEARNED[layer_name] = est
         if layer_name in self._viewer.layers:
             self._viewer.layers.remove(layer_name)
-        self._viewer.add_image(atoms_picture(est, size, n_ch), name=layer_name, rgb=n_ch == 3)
+        self._viewer.add_image(atoms_picture(est, size), name=layer_name)
         kind = "flat" if est.tree_ is None else f"tree {tuple(est.branching)}"
         self.status.value = f"{est.components_.shape[0]} atoms ({kind}) shown as {layer_name!r}."
 

@@ -186,14 +186,9 @@ def cmd_learn(args: argparse.Namespace) -> int:
     if out.suffix != ".npz":
         raise SystemExit(f"error: the dictionary file must end in .npz, got {str(out)!r}")
     images, masks = [], []
-    colour = None
     for p in args.images:
         img, _, _, axis = _split_alpha(read_image(Path(p)))
-        if colour is None:
-            colour = axis is not None
-        if (axis is not None) != colour:
-            raise SystemExit("error: give only colour or only grey images (a dictionary has one patch size)")
-        images.append(img)
+        images.append(img if axis is not None else img[..., None])  # grey and colour: luminance patches
     if args.masks:
         if len(args.masks) != len(images):
             raise SystemExit(f"error: give one mask per image ({len(images)} images, {len(args.masks)} masks)")
@@ -204,7 +199,7 @@ def cmd_learn(args: argparse.Namespace) -> int:
         est = learn_dictionary(images, masks=masks or None, patch_size=args.patch_size,
                                branching=tuple(args.branching), penalty=penalty, n_atoms=args.flat,
                                lam=args.lam, n_patches=args.n_patches, n_epochs=args.epochs,
-                               channel_axis=-1 if colour else None, rng=args.seed)
+                               channel_axis=-1, rng=args.seed)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
     est.save(out)

@@ -60,7 +60,7 @@ def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float | np.n
            tree: Tree | None,
            A0: np.ndarray | None, max_iter: int, tol: float, positive: bool,
            spectrum: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, int]:
-    """FISTA on one batch; X (n, m), D (k, m), M (n, m) bool or None. Returns codes and iterations.
+    """FISTA on one batch; X (n, m), D (k, m), M (n, m) bool, float weights or None. Returns codes and iterations.
 
     Without a mask the gradient uses the Gram matrix (k x k, float64); with
     one, the products with D run in float32 (they dominate the cost) while
@@ -105,10 +105,11 @@ def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float | np.n
 
 def _objective(X, D, M, A, lam, penalty, tree) -> float:
     R = A @ D - X
+    R *= R
     if M is not None:
         R *= M
     omega = _penalty_rows(np.ascontiguousarray(A), penalty, tree)
-    return 0.5 * float(np.sum(R * R)) + float(np.sum(lam * omega))
+    return 0.5 * float(np.sum(R)) + float(np.sum(lam * omega))
 
 
 def sparse_encode(
@@ -210,6 +211,9 @@ def _sparse_encode(X, D, M, lam, penalty, tree, A0, max_iter, tol, positive, bat
                    progress=None, spectrum=None) -> tuple[np.ndarray, int]:
     """Unvalidated sparse coding over batches; returns codes and the largest iteration count.
 
+    ``M`` is None, boolean, or float weights in [0, 1] of the squared
+    residuals (``0.5 * sum(M * (x - a @ D)**2)``).
+
     ``lam`` is one value or one per signal (float64 (n,)); ``spectrum`` is
     ``eigh(D @ D.T)`` when the caller codes many batches over the same D.
     """
@@ -222,7 +226,7 @@ def _sparse_encode(X, D, M, lam, penalty, tree, A0, max_iter, tol, positive, bat
     for b, s in enumerate(starts):
         e = min(n, s + batch_size)
         Mb = None if M is None else M[s:e]
-        if Mb is not None and Mb.all():
+        if Mb is not None and np.all(Mb == 1):
             Mb = None
         lam_b = lam if np.ndim(lam) == 0 else lam[s:e]
         out[s:e], it = _fista(X[s:e], D, Mb, lam_b, penalty, tree, None if A0 is None else A0[s:e],

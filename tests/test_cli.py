@@ -107,7 +107,10 @@ def test_inpaint_and_learn_commands(tmp_path):
     io.imsave(small, mask[:10, :10], check_contrast=False)
     with pytest.raises(SystemExit, match="the image is"):
         main(["inpaint", str(src), str(small), str(tmp_path / "x.png"), "--quiet"])
+    grey = tmp_path / "grey.png"
+    io.imsave(grey, img[..., 0], check_contrast=False)
+    # a dictionary codes luminance patches: learned on colour, it serves grey images too
+    assert main(["inpaint", str(grey), str(msk), str(tmp_path / "y.png"), "--dictionary", str(d), "--quiet"]) == 0
     with pytest.raises(SystemExit, match="features"):
-        grey = tmp_path / "grey.png"
-        io.imsave(grey, img[..., 0], check_contrast=False)
-        main(["inpaint", str(grey), str(msk), str(tmp_path / "y.png"), "--dictionary", str(d), "--quiet"])
+        main(["inpaint", str(grey), str(msk), str(tmp_path / "z.png"), "--dictionary", str(d), "--patch-size", "6",
+              "--quiet"])

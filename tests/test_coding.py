@@ -56,6 +56,20 @@ def test_masked_entries_are_ignored(problem, rng):
     assert objective(X, D, A1, 0.2, "tree_l2", tree, M) <= objective(X, D, ref, 0.2, "tree_l2", tree, M) * (1 + 1e-4)
 
 
+def test_weighted_entries_solve_the_rescaled_problem(problem, rng):
+    # inpainting weighs residuals: 0.5 * sum(w * r^2) is the plain problem of sqrt(w) * x over D * sqrt(w)
+    from restore.coding import _sparse_encode
+
+    tree, D, X = problem
+    X = X[:20]
+    w = np.where(rng.random(X.shape) > 0.5, 1.0, 0.2)
+    A, _ = _sparse_encode(X, D, w, 0.2, "tree_l2", tree, None, 5000, 0.0, False, 4096)
+    for i in range(len(X)):
+        s = np.sqrt(w[i])
+        ref = sparse_encode((X[i] * s)[None], D * s, lam=0.2, tree=tree, max_iter=5000, tol=0)[0]
+        np.testing.assert_allclose(A[i], ref, atol=1e-6)
+
+
 def test_batches_warm_start_and_progress(problem):
     tree, D, X = problem
     calls = []

@@ -98,9 +98,9 @@ def test_atoms_picture_and_branching():
     from plugin import _learn
     from restore import default_dictionary
 
-    est = default_dictionary(3)
-    pic = _learn.atoms_picture(est, 8, 3)
-    assert pic.ndim == 3 and pic.shape[2] == 3 and pic.shape[0] == 4 * (8 * 3 + 2)  # 4 levels, root on top
+    est = default_dictionary()
+    pic = _learn.atoms_picture(est, 8)
+    assert pic.ndim == 2 and pic.shape[0] == 4 * (8 * 3 + 2)  # 4 levels, root on top
     assert _learn.parse_branching("10, 2 2") == (10, 2, 2)
     with pytest.raises(ValueError, match="tree shape"):
         _learn.parse_branching("ten")
@@ -117,7 +117,7 @@ def test_learn_widget_learns_saves_loads_and_feeds_inpaint(make_napari_viewer, q
     learn.n_patches.value = 2000
     learn.run()
     qtbot.waitUntil(lambda: "chelsea with text atoms" in viewer.layers and not learn.busy, timeout=TIMEOUT)
-    assert learn.dictionary.components_.shape == (13, 192)
+    assert learn.dictionary.components_.shape == (13, 64)  # luminance
     path = tmp_path / "d.npz"
     learn.save(path)
     assert path.exists()
