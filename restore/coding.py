@@ -59,7 +59,7 @@ def _lipschitz(D: np.ndarray, M: np.ndarray | None, n: int, spectrum: tuple[np.n
 def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float | np.ndarray, penalty: str,
            tree: Tree | None,
            A0: np.ndarray | None, max_iter: int, tol: float, positive: bool,
-           spectrum: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, int]:
+           spectrum: tuple[np.ndarray, np.ndarray] | None, n_threads: int | None = None) -> tuple[np.ndarray, int]:
     """FISTA on one batch; X (n, m), D (k, m), M (n, m) bool, float weights or None. Returns codes and iterations.
 
     Without a mask the gradient uses the Gram matrix (k x k, float64); with
@@ -93,7 +93,7 @@ def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float | np.n
             prox_range(A_new, r0, r1)
             _core.fista_momentum(A_new, A, Y, Y32, t, r0, r1)
 
-        _map_rows(step, n, 4 * k)
+        _map_rows(step, n, 4 * k, n_threads)
         A, A_new = A_new, A
         if it % 10 == 0 and it < max_iter:
             f = _objective(X, D, M, A, lam, penalty, tree)
@@ -208,7 +208,7 @@ def sparse_encode(
 
 
 def _sparse_encode(X, D, M, lam, penalty, tree, A0, max_iter, tol, positive, batch_size,
-                   progress=None, spectrum=None) -> tuple[np.ndarray, int]:
+                   progress=None, spectrum=None, n_threads=None) -> tuple[np.ndarray, int]:
     """Unvalidated sparse coding over batches; returns codes and the largest iteration count.
 
     ``M`` is None, boolean, or float weights in [0, 1] of the squared
@@ -230,7 +230,7 @@ def _sparse_encode(X, D, M, lam, penalty, tree, A0, max_iter, tol, positive, bat
             Mb = None
         lam_b = lam if np.ndim(lam) == 0 else lam[s:e]
         out[s:e], it = _fista(X[s:e], D, Mb, lam_b, penalty, tree, None if A0 is None else A0[s:e],
-                              max_iter, tol, positive, spectrum)
+                              max_iter, tol, positive, spectrum, n_threads)
         n_iter = max(n_iter, it)
         if progress is not None:
             progress(b + 1, len(starts))
