@@ -35,8 +35,9 @@ method). Prints aligned tables; ``--json PATH`` also writes every number.
    grown the parent). Reported: wall time of the ``inpaint`` call and of
    the whole process, CPU time, peak RSS, masked PSNR, the time split from
    the ``restore.inpainting`` log messages ("dictionary ready in X s" =
-   fine-tuning the dictionary; "coded and averaged patches in Y s"), the
-   number of patches coded and the patches coded per second of Y.
+   fine-tuning the dictionary; "interpolated in Z s" = the biharmonic
+   prior; "coded and averaged patches in Y s"), the number of patches
+   coded and the patches coded per second of Y.
    Requirement: ``inpaint`` within 90 s and the process within 2 GB, at the
    quality of stride 1 (a stride > 1 qualifies when its PSNR is within
    ``--quality-tol`` = 0.05 dB of stride 1's).
@@ -206,7 +207,7 @@ def bench_quality(args: argparse.Namespace) -> dict:
     import restore
 
     restore.inpaint(np.random.default_rng(0).random((32, 32, 3)), np.eye(32, dtype=bool), channel_axis=-1,
-                    dictionary=restore.default_dictionary(3))  # warm-up: numba kernels, shipped dictionary
+                    dictionary=restore.default_dictionary())  # warm-up: numba kernels, shipped dictionary
     rows = []
     for kind in args.masks:
         for name in args.images:

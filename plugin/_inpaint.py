@@ -112,7 +112,7 @@ class InpaintWidget(Container):
         self.learned = ComboBox(label="dictionary", choices=self._learned_choices)
         self.dictionary = FileEdit(label="or a file (.npz)", mode="r", filter="*.npz", value="")
         self.patch_size = SpinBox(label="patch size", value=8, min=4, max=16)
-        self.stride = SpinBox(label="stride", value=1, min=1, max=8, tooltip="1: best; 2: 3.5x faster, nearly as good")
+        self.stride = SpinBox(label="stride", value=1, min=1, max=8, tooltip="1: best; 2: 2x faster, nearly as good")
         self.run_button = PushButton(text="Inpaint")
         self.cancel_button = PushButton(text="Cancel", enabled=False)
         self.progress = ProgressBar(value=0, min=0, max=1, visible=False)
