@@ -187,12 +187,11 @@ def prox_tree_l2(X, r0, r1, perm, own_ptr, node_end, parent, weights, lams, work
     if n_nodes > _BLOCK_MAX_NODES or r1 - r0 < _ROW_BLOCK:
         _prox_tree_l2_by_row(X, r0, r1, perm, own_ptr, parent, weights, lams, work)
         return
-    block = max(1, min(_ROW_BLOCK, r1 - r0))
-    acc = np.empty((n_nodes, block))
-    scale = np.empty((n_nodes, block))
-    lam = np.empty(block)
-    for i0 in range(r0, r1, block):
-        nb = min(block, r1 - i0)
+    acc = np.empty((n_nodes, _ROW_BLOCK))
+    scale = np.empty((n_nodes, _ROW_BLOCK))
+    lam = np.empty(_ROW_BLOCK)
+    for i0 in range(r0, r1, _ROW_BLOCK):
+        nb = min(_ROW_BLOCK, r1 - i0)
         for b in range(nb):
             lam[b] = lams[i0 + b]
         for k in range(n_nodes):
