@@ -68,8 +68,6 @@ def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float | np.n
     """
     n, k = X.shape[0], D.shape[0]
     L = _lipschitz(D, M, n, spectrum)
-    inv_L = 1.0 / L
-    prox_range = _prox_range(penalty, tree, lam * inv_L, n)
     A = np.zeros((n, k)) if A0 is None else np.array(A0, dtype=np.float64, order="C")
     A_new = np.empty_like(A)
     Y = A.copy()
@@ -82,34 +80,63 @@ def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float | np.n
         Df = D.astype(np.float32)
         Mf = M.astype(np.float32)
         DXt = ((X * M).astype(np.float32) @ Df.T).astype(np.float64)
-    f_old = np.inf
+    # Safeguard, checked every 10 iterations: a signal whose objective went up is reset to its last
+    # checkpoint and its momentum restarted. With a mask its L also doubles: L then comes from a power
+    # iteration, which can fall short of the true constant for a few signals, and FISTA diverges on them.
+    A_safe = A.copy()
+    if A0 is None:
+        f_safe = 0.5 * np.einsum("ij,ij->i", X, X if M is None else X * M)
+    else:
+        f_safe = _row_objective(X, D, M, A, lam, penalty, tree)
+    f_old = float(np.sum(f_safe))
     it = 0
-    for it in range(1, max_iter + 1):
-        G = Y @ gram if M is None else ((Y32 @ Df) * Mf) @ Df.T
+    while True:
+        inv_L = 1.0 / L
+        prox_range = _prox_range(penalty, tree, lam * inv_L, n)
+        restart = False
+        while it < max_iter:
+            it += 1
+            G = Y @ gram if M is None else ((Y32 @ Df) * Mf) @ Df.T
 
-        def step(r0, r1, G=G, A=A, A_new=A_new):
-            # gradient step, prox and momentum of rows r0..r1-1, in one thread
-            _core.fista_gradient_step(A_new, Y, G, DXt, inv_L, positive, r0, r1)
-            prox_range(A_new, r0, r1)
-            _core.fista_momentum(A_new, A, Y, Y32, t, r0, r1)
+            def step(r0, r1, G=G, A=A, A_new=A_new, inv_L=inv_L, prox_range=prox_range):
+                # gradient step, prox and momentum of rows r0..r1-1, in one thread
+                _core.fista_gradient_step(A_new, Y, G, DXt, inv_L, positive, r0, r1)
+                prox_range(A_new, r0, r1)
+                _core.fista_momentum(A_new, A, Y, Y32, t, r0, r1)
 
-        _map_rows(step, n, 4 * k, n_threads)
-        A, A_new = A_new, A
-        if it % 10 == 0 and it < max_iter:
-            f = _objective(X, D, M, A, lam, penalty, tree)
-            if np.isfinite(f_old) and f_old - f <= tol * max(abs(f), 1e-300):
-                break
-            f_old = f
-    return A, it
+            _map_rows(step, n, 4 * k, n_threads)
+            A, A_new = A_new, A
+            if it % 10 == 0 or it == max_iter:
+                f_rows = _row_objective(X, D, M, A, lam, penalty, tree)
+                up = f_rows > f_safe
+                if up.any():
+                    A[up] = Y[up] = A_safe[up]
+                    Y32[up] = A_safe[up]
+                    t[up] = 1.0
+                    f_rows[up] = f_safe[up]
+                    if M is not None:
+                        L[up] *= 2.0
+                        restart = True
+                A_safe[:] = A
+                f_safe = f_rows
+                f = float(np.sum(f_rows))
+                if f_old - f <= tol * max(abs(f), 1e-300):
+                    return A, it
+                f_old = f
+                if restart:
+                    break
+        if not restart:
+            return A, it
 
 
-def _objective(X, D, M, A, lam, penalty, tree) -> float:
+def _row_objective(X, D, M, A, lam, penalty, tree) -> np.ndarray:
+    """The objective of each signal (row)."""
     R = A @ D - X
     R *= R
     if M is not None:
         R *= M
     omega = _penalty_rows(np.ascontiguousarray(A), penalty, tree)
-    return 0.5 * float(np.sum(R)) + float(np.sum(lam * omega))
+    return 0.5 * np.sum(R, axis=1) + lam * omega
 
 
 def sparse_encode(
