@@ -59,7 +59,7 @@ def mask_for_image(mask_layer: Any, image_layer: Any) -> np.ndarray:
     return (m.reshape(-1, *plane) != 0).any(axis=0)
 
 
-def inpaint_planes(data: Any, mask: np.ndarray, rgb: bool, patch_size: int, stride: int,
+def inpaint_planes(data: Any, mask: np.ndarray, rgb: bool, patch_size: int, stride: int, n_passes: int,
                    dictionary: Any) -> Iterator[tuple[int, int, int, int]]:
     """Inpaint every plane; yield ``(plane, n_planes, batches done, batches)``; return the result.
 
@@ -78,7 +78,7 @@ def inpaint_planes(data: Any, mask: np.ndarray, rgb: bool, patch_size: int, stri
 
         def call(progress, plane=plane):
             return inpaint(plane, mask, dictionary=dictionary, patch_size=patch_size, stride=stride,
-                           channel_axis=-1 if rgb else None, batch_size=2048, progress=progress)
+                           n_passes=n_passes, channel_axis=-1 if rgb else None, batch_size=2048, progress=progress)
 
         out[i] = yield from _tagged(progress_in_thread(call), p, len(idx))
     dtype = np.asarray(data[idx[0]]).dtype
@@ -112,12 +112,16 @@ class InpaintWidget(Container):
         self.learned = ComboBox(label="dictionary", choices=self._learned_choices)
         self.dictionary = FileEdit(label="or a file (.npz)", mode="r", filter="*.npz", value="")
         self.patch_size = SpinBox(label="patch size", value=8, min=4, max=16)
-        self.stride = SpinBox(label="stride", value=1, min=1, max=8, tooltip="1: best; 2: 2x faster, nearly as good")
+        self.stride = SpinBox(label="stride", value=4, min=1, max=16,
+                              tooltip="step of each pass's patch grid: a pass codes 1/stride^2 of the patches")
+        self.n_passes = SpinBox(label="passes", value=24, min=1, max=200,
+                                tooltip="passes of patch coding; time grows as passes / stride^2")
         self.run_button = PushButton(text="Inpaint")
         self.cancel_button = PushButton(text="Cancel", enabled=False)
         self.progress = ProgressBar(value=0, min=0, max=1, visible=False)
         self.status = status_label()
         self.extend([self.image, self.mask, self.learned, self.dictionary, self.patch_size, self.stride,
+                     self.n_passes,
                      Container(widgets=[self.run_button, self.cancel_button], layout="horizontal", labels=False),
                      self.progress, self.status])
         self.run_button.changed.connect(self.run)
@@ -163,7 +167,7 @@ class InpaintWidget(Container):
         self.run_button.enabled, self.cancel_button.enabled = False, True
         self.status.value = f"Inpainting {int(mask.sum())} pixels\u2026"
         self._job = Job(inpaint_planes, layer.data, mask, bool(layer.rgb), int(self.patch_size.value),
-                        int(self.stride.value), dictionary, on_yield=self._on_progress,
+                        int(self.stride.value), int(self.n_passes.value), dictionary, on_yield=self._on_progress,
                         on_return=lambda out: self._on_done(out, kwargs), on_error=self._on_error,
                         on_abort=lambda: setattr(self.status, "value", "Cancelled: nothing added."),
                         on_finish=self._on_finish, progress={"desc": f"restore: inpainting {layer.name}"})

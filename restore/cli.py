@@ -163,9 +163,10 @@ def cmd_inpaint(args: argparse.Namespace) -> int:
             bar.n = done
             bar.refresh()
 
+    lam = None if args.lam is None else args.lam[0] if len(args.lam) == 1 else tuple(args.lam)
     try:
         out = inpaint(img, mask, dictionary=args.dictionary, patch_size=args.patch_size, stride=args.stride,
-                      lam=args.lam, channel_axis=channel_axis, progress=progress)
+                      n_passes=args.passes, lam=lam, channel_axis=channel_axis, progress=progress)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
     except (KeyboardInterrupt, Cancelled):
@@ -278,8 +279,11 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--dictionary", default=None, help="dictionary .npz from `restore learn` (default: learned "
                                                       "from the image, warm started from the shipped one)")
     i.add_argument("--patch-size", type=int, default=8)
-    i.add_argument("--stride", type=int, default=1, help="1: every patch (best); 2: 3.5x faster, nearly as good")
-    i.add_argument("--lam", type=_positive_float, default=None)
+    i.add_argument("--stride", type=int, default=4, help="step of each pass's patch grid (default 4)")
+    i.add_argument("--passes", type=int, default=24,
+                   help="passes of patch coding (default 24); time grows as passes / stride^2")
+    i.add_argument("--lam", type=_positive_float, nargs="+", default=None, metavar="LAM",
+                   help="lam of every pass, or of the first and the last (default 0.05 0.001)")
     i.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     i.add_argument("--quiet", action="store_true", help="no progress bar")
     i.set_defaults(func=cmd_inpaint)
@@ -325,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.add_argument("--masks", default=None, help="inpaint: folder of masks <image>_<kind>.png")
     e.add_argument("--mask-kinds", nargs="+", default=["text1", "rand70", "rand90"])
-    e.add_argument("--stride", type=int, default=1, help="inpaint: patch stride")
+    e.add_argument("--stride", type=int, default=4, help="inpaint: step of each pass's patch grid")
     e.add_argument("--train", nargs="+", default=None, help="patches: training images (default: every other)")
     e.add_argument("--test", nargs="+", default=None, help="patches: test images (default: the others)")
     e.add_argument("--branching", type=int, nargs="+", default=[10, 2, 2])

@@ -28,11 +28,9 @@ ProgressCallback = Callable[[int, int], None]
 
 _DEFAULT_DICT = "dict_grey_8x8.npz"
 _MIN_COMPLETE = 2000
-_DEFAULT_LAM = 0.02
-# Weight (squared) of the interpolant's values at the missing pixels of a patch when it is coded; the
-# known pixels weigh 1. Over biharmonic on the four text1 benchmark photos: +0.10 dB at 0.2, +0.04
-# at 0.1, +0.11 at 0.4 (better on the smooth photos, worse on the textured ones); random loss +0.18.
-_PRIOR_WEIGHT = 0.2
+# lam of the passes, geometric from the first to the last: large first (the first estimates are
+# smooth and the code must not follow them), then small so that detail builds up
+_DEFAULT_LAM = (0.05, 0.001)
 _PLANE_RIDGE = 1.0  # ridge on the slopes of the background plane fitted to each patch
 _CG_TOL = 1e-3  # relative residual of the interpolation: 1e-4 or 1e-6 change its PSNR by < 0.1 dB, both ways
 _BAND_PX = 4_000_000  # pixels per band of the interpolation, which bounds its memory
@@ -53,15 +51,14 @@ def default_dictionary() -> TreeDictionaryLearning | None:
         return TreeDictionaryLearning.load(path)
 
 
-def _patch_positions(shape: tuple[int, int], size: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-left corners of a patch grid with the given stride that covers the image."""
-    rows = np.arange(0, shape[0] - size + 1, stride)
-    cols = np.arange(0, shape[1] - size + 1, stride)
-    if rows[-1] != shape[0] - size:
-        rows = np.append(rows, shape[0] - size)
-    if cols[-1] != shape[1] - size:
-        cols = np.append(cols, shape[1] - size)
-    return rows, cols
+def _patch_positions(shape: tuple[int, int], size: int, stride: int,
+                     offset: tuple[int, int] = (0, 0)) -> tuple[np.ndarray, np.ndarray]:
+    """Top-left corners of a patch grid that covers the image: every ``stride`` from ``offset``, plus the edges."""
+    def axis(n: int, off: int) -> np.ndarray:
+        pos = np.arange(off, n - size + 1, stride)
+        return np.unique(np.concatenate(([0], pos, [n - size])))
+
+    return axis(shape[0], offset[0]), axis(shape[1], offset[1])
 
 
 def _window_sums(a: np.ndarray, size: int) -> np.ndarray:
@@ -84,23 +81,29 @@ def _plane_basis(n_px: int) -> np.ndarray:
     return np.stack([np.ones(n_px), x.ravel(), y.ravel()], axis=1)  # (n_px, 3)
 
 
-def _centre(P: np.ndarray, Wt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Remove from each patch a plane fitted by weighted least squares; scale to unit weighted norm.
+def _centre(P: np.ndarray, Wt: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Remove from each patch a plane fitted by least squares; scale to unit norm.
 
     The plane (constant plus slopes, the slopes lightly ridge-regularised)
     carries gradients across a hole better than the mean does (+0.4 dB on
-    text masks); the atoms then only model the detail. ``Wt`` (n, p) weighs
-    each entry (1 for known pixels).
+    text masks); the atoms then only model the detail. ``Wt`` (n, p)
+    optionally weighs each entry (weighted fit and norm).
 
     Returns the centred, scaled patches, the plane removed (n, p) and the
     scales (n,).
     """
     Bs = _plane_basis(P.shape[1])
-    G = np.einsum("np,pi,pj->nij", Wt, Bs, Bs) + np.diag([1e-9, _PLANE_RIDGE, _PLANE_RIDGE])
-    rhs = np.einsum("np,pi,np->ni", Wt, Bs, P)
-    plane = np.linalg.solve(G, rhs[..., None])[..., 0] @ Bs.T
-    Z = P - plane
-    scale = np.sqrt(np.einsum("np,np,np->n", Wt, Z, Z) / np.maximum(Wt.mean(axis=1), 1e-12))
+    ridge = np.diag([1e-9, _PLANE_RIDGE, _PLANE_RIDGE])
+    if Wt is None:
+        plane = P @ (Bs @ np.linalg.solve(Bs.T @ Bs + ridge, Bs.T)).T
+        Z = P - plane
+        scale = np.sqrt(np.einsum("np,np->n", Z, Z))
+    else:
+        G = np.einsum("np,pi,pj->nij", Wt, Bs, Bs) + ridge
+        rhs = np.einsum("np,pi,np->ni", Wt, Bs, P)
+        plane = np.linalg.solve(G, rhs[..., None])[..., 0] @ Bs.T
+        Z = P - plane
+        scale = np.sqrt(np.einsum("np,np,np->n", Wt, Z, Z) / np.maximum(Wt.mean(axis=1), 1e-12))
     scale = np.maximum(scale, 1e-8)
     return Z / scale[:, None], plane, scale
 
@@ -118,7 +121,7 @@ def _complete_patches(lum: np.ndarray, known: np.ndarray, size: int, n: int, rng
         return np.zeros((0, size * size))
     pick = rng.choice(len(r_all), size=min(n, len(r_all)), replace=False)
     P = _gather(lum, r_all[pick], c_all[pick], size).astype(np.float64)
-    Z, _, scale = _centre(P, np.ones_like(P))
+    Z, _, scale = _centre(P)
     return Z[scale > 0.05 * np.median(scale)]
 
 
@@ -227,8 +230,9 @@ def inpaint(
     *,
     dictionary: TreeDictionaryLearning | str | os.PathLike | None = None,
     patch_size: int = 8,
-    stride: int = 1,
-    lam: float | None = None,
+    stride: int = 4,
+    n_passes: int = 24,
+    lam: float | tuple[float, float] | None = None,
     channel_axis: int | None = None,
     n_train: int = 20000,
     batch_size: int = 8192,
@@ -238,15 +242,17 @@ def inpaint(
 ) -> NDArray[np.floating]:
     """Fill the masked pixels of an image from a dictionary of patches.
 
-    The missing pixels are first set to the biharmonic interpolant of the
-    known ones (as :func:`skimage.restoration.inpaint_biharmonic`). Then
-    every patch of the luminance that touches the mask is sparse-coded over
-    a tree-structured dictionary, weighing its known pixels 1 and the
-    interpolated ones 0.2, and the reconstructions are averaged into the
-    missing pixels (Gaussian weights, larger at the patch centre). Colour
-    differences, smooth, keep the interpolant. Known pixels are returned
-    bit for bit; holes wider than a patch are filled by the interpolant
-    and refined by the patches inside them.
+    The missing pixels start from the biharmonic interpolant of the known
+    ones (as :func:`skimage.restoration.inpaint_biharmonic`). Then
+    ``n_passes`` passes refine the luminance: each takes the patches of a
+    randomly shifted grid of step ``stride`` that touch the mask,
+    sparse-codes them over a tree-structured dictionary and puts the
+    average of their reconstructions (Gaussian weights, larger at the patch
+    centre) into the missing pixels. lam decreases from pass to pass, so
+    that detail builds up on the smooth start. Colour differences, smooth,
+    keep the interpolant. Known pixels are returned bit for bit; holes
+    wider than a patch are filled by the interpolant and refined by the
+    patches inside them.
 
     Parameters
     ----------
@@ -260,18 +266,23 @@ def inpaint(
         A fitted dictionary of centred, unit-norm luminance patches of
         ``patch_size**2`` features (see :func:`learn_dictionary`), or a
         file saved by its ``save``.
-        Default: learned from the image itself (complete patches when there
-        are enough, partially known ones otherwise), warm started from the
-        dictionary shipped with the package.
+        Default: the dictionary shipped with the package, adapted to the
+        image (learned from its complete patches, warm started from the
+        shipped one) when it has enough of them (text, scratches; not with
+        random pixel loss).
     patch_size : int, default 8
         Side of the square patches.
-    stride : int, default 1
-        Distance between coded patches; 1 codes every patch touching the
-        mask (best quality); 2 codes about a quarter of them.
-    lam : float, optional
+    stride : int, default 4
+        Step of each pass's patch grid, in [1, patch_size]. A pass codes
+        about 1/stride**2 of the patches touching the mask.
+    n_passes : int, default 24
+        Passes of patch coding. The time of the coding grows as
+        ``n_passes / stride**2``: the defaults cost 1.5 times one pass at
+        stride 1, and do better than 6 passes at stride 2.
+    lam : float or (float, float), optional
         Regularisation of the codes of the centred patches, each scaled to
-        unit (weighted) norm (default 0.02), for a patch with every pixel
-        known; a patch is coded with ``lam`` times its mean weight.
+        unit norm: one value for every pass, or the first and the last of
+        a geometric sequence (default (0.05, 0.001)).
     channel_axis : int, optional
         Axis of colour channels (any number of them).
     n_train : int
@@ -279,7 +290,8 @@ def inpaint(
     batch_size, max_iter : int
         Patches coded together, and FISTA iterations per batch.
     rng : int or Generator, optional
-        Randomness of the training-patch sample (default 0).
+        Randomness of the training-patch sample and of the grid shifts
+        (default 0).
     progress : callable, optional
         ``progress(done, total)`` after each batch of patches; may raise
         :class:`restore.Cancelled` to stop (nothing is returned then).
@@ -294,7 +306,7 @@ def inpaint(
     ValueError
         Mask of the wrong shape, mask with every pixel missing, NaN or inf
         in the image, patch larger than the image, dictionary of the wrong
-        patch size.
+        patch size, invalid ``stride``, ``n_passes`` or ``lam``.
     """
     img = _channels_last(np.asarray(image), channel_axis)
     H, W, n_ch = img.shape
@@ -305,6 +317,7 @@ def inpaint(
         raise ValueError(f"patch_size {patch_size} is larger than the image ({H}x{W})")
     if not isinstance(stride, (int, np.integer)) or not 1 <= stride <= patch_size:
         raise ValueError(f"stride must be an integer in [1, patch_size], got {stride!r}")
+    lams = _lam_schedule(lam, n_passes)
     if not M.any():
         return _original_layout(img.copy(), channel_axis)
     if M.all():
@@ -326,22 +339,29 @@ def inpaint(
     if est is None:
         raise ValueError(f"no dictionary for {patch_size}x{patch_size} patches ships with the package and the "
                          "image has too few complete patches to learn one: pass dictionary=")
-    lam_code = float(_DEFAULT_LAM if lam is None else lam)
-    if not np.isfinite(lam_code) or lam_code < 0:
-        raise ValueError(f"lam must be finite and >= 0, got {lam!r}")
-
     t0 = time.perf_counter()
     prior = _biharmonic_fill(img, M)
     t_prior = time.perf_counter() - t0
-    # the dictionary codes the luminance; colour differences keep the interpolant (smooth, 2 % of its error)
+    # the dictionary codes the luminance; colour differences keep the interpolant (smooth: 2 to 8 % of the error)
     lum = _luminance(prior)
+    start = lum[M]
     D = est.components_
-    coder = (D, lam_code, est.penalty, est.tree_, max_iter, np.linalg.eigh(D @ D.T))
+    coder = (D, est.penalty, est.tree_, max_iter, np.linalg.eigh(D @ D.T))
     t0 = time.perf_counter()
-    coded = _code_luminance(lum, M, patch_size, stride, batch_size, coder, progress)
+    _refine_luminance(lum, M, patch_size, stride, lams, batch_size, coder, gen, progress)
     log.info("interpolated in %.2f s, coded and averaged patches in %.2f s", t_prior, time.perf_counter() - t0)
-    prior[M] += ((coded - lum[M]) / np.sqrt(n_ch)).astype(img.dtype)[:, None]
+    prior[M] += ((lum[M] - start) / np.sqrt(n_ch)).astype(img.dtype)[:, None]
     return _original_layout(prior, channel_axis)
+
+
+def _lam_schedule(lam: float | tuple[float, float] | None, n_passes: int) -> np.ndarray:
+    """The lam of each pass: geometric from ``lam[0]`` to ``lam[1]``, or constant."""
+    if not isinstance(n_passes, (int, np.integer)) or n_passes < 1:
+        raise ValueError(f"n_passes must be an integer >= 1, got {n_passes!r}")
+    pair = _DEFAULT_LAM if lam is None else (lam, lam) if np.ndim(lam) == 0 else tuple(lam)
+    if len(pair) != 2 or not all(np.isfinite(v) and v > 0 for v in pair):
+        raise ValueError(f"lam must be a number > 0 or a pair (first, last) of them, got {lam!r}")
+    return np.geomspace(float(pair[0]), float(pair[1]), int(n_passes))
 
 
 def _original_layout(img: np.ndarray, channel_axis: int | None) -> np.ndarray:
@@ -359,61 +379,68 @@ def _aggregation_window(size: int) -> np.ndarray:
     return np.outer(g, g).astype(np.float32)
 
 
-def _code_luminance(lum, missing, patch_size, stride, batch_size, coder, progress) -> np.ndarray:
-    """Code every patch of ``lum`` touching ``missing``; the weighted averages of their estimates there.
+def _refine_luminance(lum: np.ndarray, missing: np.ndarray, patch_size: int, stride: int, lams: np.ndarray,
+                      batch_size: int, coder: tuple, gen: np.random.Generator,
+                      progress: ProgressCallback | None) -> np.ndarray:
+    """Refine ``lum`` at the ``missing`` pixels in passes of patch coding, in place; returns it.
 
-    ``lum`` holds the interpolant at the missing pixels: each patch is coded
-    on its known pixels (weight 1) and the interpolant (weight
-    ``_PRIOR_WEIGHT``), so that patches inside wide holes are defined too.
-    Returns the averages at the missing pixels (float64, in the order of
-    ``lum[missing]``).
+    Each pass takes the patches of a grid of step ``stride``, randomly
+    shifted, that touch the mask; it sparse-codes each one, centred and
+    scaled, over the dictionary with that pass's lam, and replaces the
+    missing pixels by the average of the reconstructions (Gaussian weights,
+    larger at the patch centre). Known pixels are left alone.
     """
-    D, lam_code, penalty, tree, max_iter, spectrum = coder
+    D, penalty, tree, max_iter, spectrum = coder
     H, W = lum.shape
-    sums = np.zeros((H, W), dtype=np.float32)
-    weights = np.zeros((H, W), dtype=np.float32)
-    rows, cols = _patch_positions((H, W), patch_size, stride)
-    rr, cc = np.nonzero(_window_sums(missing, patch_size)[np.ix_(rows, cols)] > 0)
-    r_pos, c_pos = rows[rr], cols[cc]
-    n = len(r_pos)
-    log.info("coding %d patches", n)
+    touching = _window_sums(missing, patch_size) > 0
     win = _aggregation_window(patch_size).ravel()
-    n_batches = -(-n // batch_size)
-
-    def code(b):
-        sl = slice(b * batch_size, (b + 1) * batch_size)
-        r, c = r_pos[sl], c_pos[sl]
-        P = _gather(lum, r, c, patch_size).astype(np.float64)
-        Wt = np.where(_gather(missing, r, c, patch_size), _PRIOR_WEIGHT, 1.0)
-        Z, plane, scale = _centre(P, Wt)
-        # the data term is weighted: lam follows the patch's total weight, so that fit and penalty keep
-        # their balance per pixel (+0.4 dB on kodim23 and monarch with 70 % of the pixels missing)
-        codes, _ = _sparse_encode(Z, D, Wt, lam_code * Wt.mean(axis=1), penalty, tree, None, max_iter, 1e-4,
-                                  False, 4096, spectrum=spectrum, n_threads=1)
-        return r, c, ((codes @ D) * scale[:, None] + plane) * win
-
+    sums = np.empty((H, W), dtype=np.float32)
+    weights = np.empty((H, W), dtype=np.float32)
+    grids = []
+    for _ in lams:
+        rows, cols = _patch_positions((H, W), patch_size, stride, tuple(gen.integers(0, stride, 2)))
+        rr, cc = np.nonzero(touching[np.ix_(rows, cols)])
+        grids.append((rows[rr], cols[cc]))
+    n_total = sum(-(-len(r) // batch_size) for r, _ in grids)
+    log.info("coding %d patches in %d passes", sum(len(r) for r, _ in grids), len(lams))
+    done = 0
+    n_workers = default_num_threads()
     # one batch per core, each coded by one thread, BLAS included (no synchronisation per FISTA
     # iteration: 1.65x faster than threads sharing each batch); the estimates are added in batch
     # order, so the result does not depend on the timing
-    n_workers = min(default_num_threads(), n_batches)
     with threadpool_limits(1, user_api="blas"), \
             ThreadPoolExecutor(n_workers, thread_name_prefix="restore-inpaint") as pool:
-        pending = deque(pool.submit(code, b) for b in range(n_workers))
-        try:
-            for b in range(n_batches):
-                r, c, rec = pending.popleft().result()
-                if b + n_workers < n_batches:
-                    pending.append(pool.submit(code, b + n_workers))
-                for k in range(patch_size * patch_size):
-                    di, dj = divmod(k, patch_size)
-                    sums[r + di, c + dj] += rec[:, k]
-                    weights[r + di, c + dj] += win[k]
-                if progress is not None:
-                    progress(b + 1, n_batches)
-        finally:
-            for f in pending:
-                f.cancel()
-    return (sums[missing] / weights[missing]).astype(np.float64)
+        for lam, (r_pos, c_pos) in zip(lams, grids, strict=True):
+            def code(b, r_pos=r_pos, c_pos=c_pos, lam=lam):
+                sl = slice(b * batch_size, (b + 1) * batch_size)
+                r, c = r_pos[sl], c_pos[sl]
+                Z, plane, scale = _centre(_gather(lum, r, c, patch_size).astype(np.float64))
+                codes, _ = _sparse_encode(Z, D, None, lam, penalty, tree, None, max_iter, 1e-4, False,
+                                          batch_size, spectrum=spectrum, n_threads=1)
+                return r, c, ((codes @ D) * scale[:, None] + plane) * win
+
+            sums.fill(0)
+            weights.fill(0)
+            n_batches = -(-len(r_pos) // batch_size)
+            pending = deque(pool.submit(code, b) for b in range(min(n_workers, n_batches)))
+            try:
+                for b in range(n_batches):
+                    r, c, rec = pending.popleft().result()
+                    if b + n_workers < n_batches:
+                        pending.append(pool.submit(code, b + n_workers))
+                    for k in range(patch_size * patch_size):
+                        di, dj = divmod(k, patch_size)
+                        sums[r + di, c + dj] += rec[:, k]
+                        weights[r + di, c + dj] += win[k]
+                    done += 1
+                    if progress is not None:
+                        progress(done, n_total)
+            finally:
+                for f in pending:
+                    f.cancel()
+            # every missing pixel lies in a coded patch: a grid of step <= patch size covers the image
+            lum[missing] = sums[missing] / weights[missing]
+    return lum
 
 
 def _biharmonic_fill(img: np.ndarray, missing: np.ndarray) -> np.ndarray:

@@ -94,7 +94,8 @@ def test_inpaint_and_learn_commands(tmp_path):
     with pytest.raises(SystemExit, match="exists; pass --force"):
         main(["learn", str(src), "--out", str(d)])
     out = tmp_path / "filled.png"
-    assert main(["inpaint", str(src), str(msk), str(out), "--dictionary", str(d), "--quiet"]) == 0
+    assert main(["inpaint", str(src), str(msk), str(out), "--dictionary", str(d), "--passes", "6",
+                 "--lam", "0.05", "0.002", "--quiet"]) == 0
     res = io.imread(out)
     assert res.dtype == np.uint8 and res.shape == img.shape
     np.testing.assert_array_equal(res[mask == 0], img[mask == 0])  # known pixels kept exactly

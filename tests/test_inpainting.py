@@ -47,6 +47,29 @@ def test_beats_a_smooth_fill_and_biharmonic(photo, strokes):
     assert ours > masked_psnr(inpaint_biharmonic(photo, strokes, channel_axis=-1), photo, strokes) + 0.1
 
 
+def test_random_loss_beats_biharmonic_and_passes_help(photo, rng):
+    from skimage.restoration import inpaint_biharmonic
+
+    mask = rng.random((128, 128)) < 0.7
+    bih = masked_psnr(inpaint_biharmonic(photo, mask, channel_axis=-1), photo, mask)
+    one = masked_psnr(inpaint(photo, mask, channel_axis=-1, n_passes=1), photo, mask)
+    out = inpaint(photo, mask, channel_axis=-1)
+    assert masked_psnr(out, photo, mask) > max(one, bih) + 0.3
+    np.testing.assert_array_equal(inpaint(photo, mask, channel_axis=-1, rng=0), inpaint(photo, mask, channel_axis=-1))
+
+
+def test_shifted_grids_cover_the_image():
+    from restore.inpainting import _patch_positions
+
+    for offset in ((0, 0), (3, 1), (7, 7)):
+        rows, cols = _patch_positions((50, 37), 8, 8, offset)
+        covered = np.zeros((50, 37), bool)
+        for r in rows:
+            for c in cols:
+                covered[r:r + 8, c:c + 8] = True
+        assert covered.all() and rows.max() == 42 and cols.max() == 29 and np.all(np.diff(rows) > 0)
+
+
 def test_interpolant_is_skimage_biharmonic(photo, strokes, rng):
     from skimage.restoration import inpaint_biharmonic
 
@@ -152,5 +175,8 @@ def test_errors(photo, strokes):
         inpaint(photo, strokes, channel_axis=-1, dictionary="missing.npz")
     with pytest.raises(ValueError, match="2-D"):
         inpaint(photo, strokes)
-    with pytest.raises(ValueError, match="lam"):
-        inpaint(photo, strokes, channel_axis=-1, lam=-1.0)
+    for lam in (-1.0, (0.05,), (0.05, np.nan), (0.05, 0.0)):
+        with pytest.raises(ValueError, match="lam"):
+            inpaint(photo, strokes, channel_axis=-1, lam=lam)
+    with pytest.raises(ValueError, match="n_passes"):
+        inpaint(photo, strokes, channel_axis=-1, n_passes=0)

@@ -43,7 +43,7 @@ def test_generator_inpaints_every_plane_and_reports_batches():
     stack = (100 + 20 * rng.standard_normal((2, 48, 48))).astype(np.float32)
     mask = np.zeros((48, 48), bool)
     mask[20:23, 5:40] = True
-    gen = _inpaint.inpaint_planes(stack, mask, False, 8, 2, None)
+    gen = _inpaint.inpaint_planes(stack, mask, False, 8, 4, 4, None)
     steps = []
     try:
         while True:
@@ -68,7 +68,7 @@ def test_widget_inpaints_the_sample_and_cancel_adds_nothing(make_napari_viewer, 
     before = np.array(src.data, copy=True)
     widget.image.value = src
     widget.mask.value = viewer.layers["text mask"]
-    widget.stride.value = 2
+    widget.n_passes.value = 6
     seen = []
     widget.progress.changed.connect(lambda v: seen.append(v))
     widget.run()
@@ -128,6 +128,6 @@ def test_learn_widget_learns_saves_loads_and_feeds_inpaint(make_napari_viewer, q
     inp.learned.value = learn.dictionary
     inp.image.value = viewer.layers["chelsea with text"]
     inp.mask.value = viewer.layers["text mask"]
-    inp.stride.value = 2
+    inp.n_passes.value = 6
     inp.run()
     qtbot.waitUntil(lambda: "chelsea with text [inpainted]" in viewer.layers and not inp.busy, timeout=TIMEOUT)
