@@ -396,6 +396,11 @@ def _refine_luminance(lum: np.ndarray, missing: np.ndarray, patch_size: int, str
     win = _aggregation_window(patch_size).ravel()
     sums = np.empty((H, W), dtype=np.float32)
     weights = np.empty((H, W), dtype=np.float32)
+    idx = np.flatnonzero(missing)  # faster than the boolean mask, once per pass on 16 MP
+    lum_flat = lum.reshape(-1)
+    if not np.shares_memory(lum_flat, lum):
+        raise ValueError("lum must be C-contiguous (refined in place)")
+    sums_flat, weights_flat = sums.reshape(-1), weights.reshape(-1)
     grids = []
     for _ in lams:
         rows, cols = _patch_positions((H, W), patch_size, stride, tuple(gen.integers(0, stride, 2)))
@@ -416,7 +421,7 @@ def _refine_luminance(lum: np.ndarray, missing: np.ndarray, patch_size: int, str
                 r, c = r_pos[sl], c_pos[sl]
                 Z, plane, scale = _centre(_gather(lum, r, c, patch_size).astype(np.float64))
                 codes, _ = _sparse_encode(Z, D, None, lam, penalty, tree, None, max_iter, 1e-4, False,
-                                          batch_size, spectrum=spectrum, n_threads=1)
+                                          batch_size, spectrum=spectrum, n_threads=1, fast=True)
                 return r, c, ((codes @ D) * scale[:, None] + plane) * win
 
             sums.fill(0)
@@ -439,7 +444,7 @@ def _refine_luminance(lum: np.ndarray, missing: np.ndarray, patch_size: int, str
                 for f in pending:
                     f.cancel()
             # every missing pixel lies in a coded patch: a grid of step <= patch size covers the image
-            lum[missing] = sums[missing] / weights[missing]
+            lum_flat[idx] = sums_flat[idx] / weights_flat[idx]
     return lum
 
 

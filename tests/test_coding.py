@@ -91,6 +91,16 @@ def test_too_small_lipschitz_bound_is_caught(problem, rng, monkeypatch):
     np.testing.assert_allclose(A, ref_w, atol=1e-5)
 
 
+def test_fast_products_match(problem):
+    # inpainting codes with the unmasked products in float32
+    from restore.coding import _sparse_encode
+
+    tree, D, X = problem
+    A, _ = _sparse_encode(X, D, None, 0.2, "tree_l2", tree, None, 500, 0.0, False, 4096)
+    A32, _ = _sparse_encode(X, D, None, 0.2, "tree_l2", tree, None, 500, 0.0, False, 4096, fast=True)
+    np.testing.assert_allclose(A32, A, atol=1e-5)
+
+
 def test_batches_warm_start_and_progress(problem):
     tree, D, X = problem
     calls = []
