@@ -515,7 +515,7 @@ def evaluate_inpainting(
     *,
     mask_kinds: Sequence[str] = ("text1", "rand70", "rand90"),
     methods: Sequence[str] = INPAINT_METHODS,
-    stride: int = 1,
+    stride: int = 4,
     n_jobs: int | None = 1,
     scheduler: str | None = None,
     force: bool = False,
@@ -541,7 +541,8 @@ def evaluate_inpainting(
         columns ``'biharmonic'`` (scikit-image) and ``'telea'`` (OpenCV,
         radius 3; skipped when OpenCV is not installed).
     stride : int
-        Patch stride of :func:`restore.inpaint`.
+        Step of the patch grids of :func:`restore.inpaint` (default 4, its
+        default).
     n_jobs, scheduler, force, progress
         As in :func:`evaluate_denoising` (default one process: inpainting
         already uses every core).
