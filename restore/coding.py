@@ -87,9 +87,12 @@ def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float | np.n
     # Safeguard, checked every 10 iterations: a signal whose objective went up is reset to its last
     # checkpoint and its momentum restarted. With a mask its L also doubles: L then comes from a power
     # iteration, which can fall short of the true constant for a few signals, and FISTA diverges on them.
+    # (Without a mask L is exact: no objective at the start or at the last iteration.)
     A_safe = A.copy()
-    if A0 is None:
-        f_safe = 0.5 * np.einsum("ij,ij->i", X, X if M is None else X * M)
+    if M is None:
+        f_safe = np.full(n, np.inf)
+    elif A0 is None:
+        f_safe = 0.5 * np.einsum("ij,ij->i", X, X * M)
     else:
         f_safe = _row_objective(X, D, M, A, lam, penalty, tree)
     f_old = float(np.sum(f_safe))
@@ -113,7 +116,7 @@ def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float | np.n
 
             _map_rows(step, n, 4 * k, n_threads)
             A, A_new = A_new, A
-            if it % 10 == 0 or it == max_iter:
+            if (it % 10 == 0 and it < max_iter) or (it == max_iter and M is not None):
                 f_rows = _row_objective(X, D, M, A, lam, penalty, tree)
                 up = f_rows > f_safe
                 if up.any():
