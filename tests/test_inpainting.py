@@ -58,6 +58,13 @@ def test_random_loss_beats_biharmonic_and_passes_help(photo, rng):
     np.testing.assert_array_equal(inpaint(photo, mask, channel_axis=-1, rng=0), inpaint(photo, mask, channel_axis=-1))
 
 
+def test_flat_image_stays_flat(rng):
+    img = np.full((64, 64), 0.25)
+    for mask in (rng.random((64, 64)) < 0.9, np.pad(np.ones((30, 30), bool), 17)):
+        out = inpaint(img, mask)
+        np.testing.assert_allclose(out, 0.25, atol=1e-6)
+
+
 def test_shifted_grids_cover_the_image():
     from restore.inpainting import _patch_positions
 
