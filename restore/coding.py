@@ -96,47 +96,42 @@ def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float | np.n
     else:
         f_safe = _row_objective(X, D, M, A, lam, penalty, tree)
     f_old = float(np.sum(f_safe))
+    inv_L = 1.0 / L
+    prox_range = _prox_range(penalty, tree, lam * inv_L, n)
     it = 0
-    while True:
-        inv_L = 1.0 / L
-        prox_range = _prox_range(penalty, tree, lam * inv_L, n)
-        restart = False
-        while it < max_iter:
-            it += 1
-            if M is None:
-                G = (Y32 if fast else Y) @ gram
-            else:
-                G = ((Y32 @ Df) * Mf) @ Df.T
+    for it in range(1, max_iter + 1):
+        if M is None:
+            G = (Y32 if fast else Y) @ gram
+        else:
+            G = ((Y32 @ Df) * Mf) @ Df.T
 
-            def step(r0, r1, G=G, A=A, A_new=A_new, inv_L=inv_L, prox_range=prox_range):
-                # gradient step, prox and momentum of rows r0..r1-1, in one thread
-                _core.fista_gradient_step(A_new, Y, G, DXt, inv_L, positive, r0, r1)
-                prox_range(A_new, r0, r1)
-                _core.fista_momentum(A_new, A, Y, Y32, t, r0, r1)
+        def step(r0, r1, G=G, A=A, A_new=A_new, inv_L=inv_L, prox_range=prox_range):
+            # gradient step, prox and momentum of rows r0..r1-1, in one thread
+            _core.fista_gradient_step(A_new, Y, G, DXt, inv_L, positive, r0, r1)
+            prox_range(A_new, r0, r1)
+            _core.fista_momentum(A_new, A, Y, Y32, t, r0, r1)
 
-            _map_rows(step, n, 4 * k, n_threads)
-            A, A_new = A_new, A
-            if (it % 10 == 0 and it < max_iter) or (it == max_iter and M is not None):
-                f_rows = _row_objective(X, D, M, A, lam, penalty, tree)
-                up = f_rows > f_safe
-                if up.any():
-                    A[up] = Y[up] = A_safe[up]
-                    Y32[up] = A_safe[up]
-                    t[up] = 1.0
-                    f_rows[up] = f_safe[up]
-                    if M is not None:
-                        L[up] *= 2.0
-                        restart = True
-                A_safe[:] = A
-                f_safe = f_rows
-                f = float(np.sum(f_rows))
-                if f_old - f <= tol * max(abs(f), 1e-300):
-                    return A, it
-                f_old = f
-                if restart:
-                    break
-        if not restart:
-            return A, it
+        _map_rows(step, n, 4 * k, n_threads)
+        A, A_new = A_new, A
+        if (it % 10 == 0 and it < max_iter) or (it == max_iter and M is not None):
+            f_rows = _row_objective(X, D, M, A, lam, penalty, tree)
+            up = f_rows > f_safe
+            if up.any():
+                A[up] = Y[up] = A_safe[up]
+                Y32[up] = A_safe[up]
+                t[up] = 1.0
+                f_rows[up] = f_safe[up]
+                if M is not None:
+                    L[up] *= 2.0
+                    inv_L = 1.0 / L
+                    prox_range = _prox_range(penalty, tree, lam * inv_L, n)
+            A_safe[:] = A
+            f_safe = f_rows
+            f = float(np.sum(f_rows))
+            if f_old - f <= tol * max(abs(f), 1e-300):
+                break
+            f_old = f
+    return A, it
 
 
 def _row_objective(X, D, M, A, lam, penalty, tree) -> np.ndarray:
