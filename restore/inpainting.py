@@ -16,6 +16,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from numpy.typing import ArrayLike, NDArray
 from threadpoolctl import threadpool_limits
 
+from . import _core_diffusion
 from ._config import default_num_threads
 from .coding import _sparse_encode
 from .learning import TreeDictionaryLearning
@@ -30,12 +31,19 @@ _DEFAULT_DICT = "dict_grey_8x8.npz"
 _MIN_COMPLETE = 2000
 # lam of the passes, geometric from the first to the last: large first (the first estimates are
 # smooth and the code must not follow them), then small so that detail builds up
-_DEFAULT_LAM = (0.05, 0.001)
+_DEFAULT_LAM = (0.02, 0.001)
 _FIT_FLOOR = 1e-3  # floor of the fit errors in _fit_weights, relative to the variance of the known luminance
 _PLANE_RIDGE = 1.0  # ridge on the slopes of the background plane fitted to each patch
 _CG_TOL = 1e-3  # relative residual of the interpolation: 1e-4 or 1e-6 change its PSNR by < 0.1 dB, both ways
 _BAND_PX = 4_000_000  # pixels per band of the interpolation, which bounds its memory
 _BAND_MARGIN = 32  # rows of context above and below each band
+# the start of the passes: edge-enhancing diffusion of the biharmonic interpolant, blended with it (see _sharpen)
+_EED_CONTRAST = 0.05  # contrast of the diffusivity, relative to the range of the known values
+_EED_SIGMA = 1.0  # sd of the Gaussian smoothing before the structure tensor, in pixels
+_EED_TRUNCATE = 2.0  # support of the Gaussian, in sd
+_EED_TIME = 50.0  # diffusion time: it reaches about sqrt(2 * 50) = 10 pixels
+_EED_CYCLE = 7  # explicit steps of a fast explicit diffusion cycle; the tensor is updated once per cycle
+_EED_SHARE = 0.65  # weight of the diffused image in the start; the biharmonic interpolant has the rest
 
 
 def default_dictionary() -> TreeDictionaryLearning | None:
@@ -235,15 +243,17 @@ def inpaint(
     """Fill the masked pixels of an image from a dictionary of patches.
 
     The missing pixels start from the biharmonic interpolant of the known
-    ones (as :func:`skimage.restoration.inpaint_biharmonic`). Then
+    ones (as :func:`skimage.restoration.inpaint_biharmonic`), sharpened
+    at edges by edge-enhancing diffusion (Weickert's; blended with the
+    interpolant, which keeps textures better). Then
     ``n_passes`` passes refine the luminance: each takes the patches of a
     randomly shifted grid of step ``stride`` that touch the mask,
     sparse-codes them over a tree-structured dictionary and puts the
     average of their reconstructions (Gaussian weights, larger at the patch
     centre, times the inverse of each reconstruction's error on its known
     pixels) into the missing pixels. lam decreases from pass to pass, so
-    that detail builds up on the smooth start. Colour differences, smooth,
-    keep the interpolant. Known pixels are returned bit for bit; holes
+    that detail builds up on the start. Colour differences, smooth, keep
+    the start's. Known pixels are returned bit for bit; holes
     wider than a patch are filled by the interpolant and refined by the
     patches inside them.
 
@@ -275,7 +285,7 @@ def inpaint(
     lam : float or (float, float), optional
         Regularisation of the codes of the centred patches, each scaled to
         unit norm: one value for every pass, or the first and the last of
-        a geometric sequence (default (0.05, 0.001)).
+        a geometric sequence (default (0.02, 0.001)).
     channel_axis : int, optional
         Axis of colour channels (any number of them).
     n_train : int
@@ -333,7 +343,7 @@ def inpaint(
         raise ValueError(f"no dictionary for {patch_size}x{patch_size} patches ships with the package and the "
                          "image has too few complete patches to learn one: pass dictionary=")
     t0 = time.perf_counter()
-    prior = _biharmonic_fill(img, M)
+    prior = _sharpen(_biharmonic_fill(img, M), M, default_num_threads())
     t_prior = time.perf_counter() - t0
     # the dictionary codes the luminance; colour differences keep the interpolant (smooth: 2 to 8 % of the error)
     lum = _luminance(prior)
@@ -480,6 +490,75 @@ def _biharmonic_fill(img: np.ndarray, missing: np.ndarray) -> np.ndarray:
         if m.any():
             out[r0:r1][m] = _biharmonic_band(img[a:b], missing[a:b])[r0 - a:r1 - a][m]
     return out
+
+
+def _sharpen(img: np.ndarray, missing: np.ndarray, n_threads: int) -> np.ndarray:
+    """Sharpen the interpolant ``img`` (channels last) at the missing pixels, in place; returns it.
+
+    Edge-enhancing diffusion to time ``_EED_TIME`` (see
+    :mod:`restore._core_diffusion`; known pixels fixed, one structure
+    tensor for all channels, updated once per cycle of ``_EED_CYCLE``
+    steps), then the blend ``_EED_SHARE * diffused + (1 - _EED_SHARE) *
+    interpolant``. The biharmonic interpolant blurs edges, which is where
+    most of its error lies with random pixel loss (on monarch with 90 % of
+    the pixels missing, the 10 % of them with the largest gradient hold
+    65 % of it); the diffusion restores them and the blend keeps the
+    textures that the diffusion flattens. Masked-pixel PSNR of this start
+    over the interpolant, kodim23 / monarch / tulips / seeding_crop with
+    90 % missing: +0.21 / +0.40 / +0.69 / +0.26 dB; with text1 and 70 %
+    missing see the README.
+    """
+    rows, cols = np.nonzero(missing)
+    if len(rows) == 0:
+        return img
+    # the tensor is read at the missing pixels and at their four neighbours
+    near = missing.copy()
+    near[1:] |= missing[:-1]
+    near[:-1] |= missing[1:]
+    near[:, 1:] |= missing[:, :-1]
+    near[:, :-1] |= missing[:, 1:]
+    t_rows, t_cols = np.nonzero(near)
+    del near
+    # Gaussian taps and the central differences of the smoothed image, on a common support
+    r = int(np.ceil(_EED_TRUNCATE * _EED_SIGMA))
+    t = np.arange(-r - 1, r + 2, dtype=np.float64)
+    g = np.where(np.abs(t) <= r, np.exp(-0.5 * (t / _EED_SIGMA) ** 2), 0.0)
+    g /= g.sum()
+    dg = 0.5 * (np.roll(g, 1) - np.roll(g, -1))  # weight of u(x + t) in (u_s(x + 1) - u_s(x - 1)) / 2
+    known = ~missing[..., None]  # the range of the known values (the interpolant overshoots it)
+    contrast = _EED_CONTRAST * max(float(np.max(img, where=known, initial=-np.inf)
+                                         - np.min(img, where=known, initial=np.inf)), 1e-12)
+    H, W, n_ch = img.shape
+    a, b, c = (np.zeros((H, W), dtype=np.float32) for _ in range(3))
+    start = img[rows, cols].astype(np.float64)
+    # fast explicit diffusion (Grewenig, Weickert and Bruhn 2010): cycles of steps of varying size, stable
+    # over a cycle, which reach the diffusion time in 77 steps where steps of 0.2 would take 250
+    n = _EED_CYCLE
+    taus = 0.25 / (2 * np.cos(np.pi * (2 * np.arange(n) + 1) / (4 * n + 2)) ** 2)
+    n_cycles = max(1, int(round(_EED_TIME / taus.sum())))
+    step = np.empty((len(rows), n_ch))
+
+    def chunks(n):
+        edges = np.linspace(0, n, n_threads + 1).astype(np.int64)
+        return list(zip(edges[:-1], edges[1:], strict=True))
+
+    t_chunks, s_chunks = chunks(len(t_rows)), chunks(len(rows))
+    with ThreadPoolExecutor(n_threads, thread_name_prefix="restore-eed") as pool:
+        def run(fn, parts):
+            for f in [pool.submit(fn, lo, hi) for lo, hi in parts]:
+                f.result()
+
+        for _ in range(n_cycles):
+            run(lambda lo, hi: _core_diffusion.eed_tensor(img, t_rows[lo:hi], t_cols[lo:hi], g, dg,
+                                                          contrast * contrast, a, b, c), t_chunks)
+            for tau in taus:
+                run(lambda lo, hi, tau=tau: _core_diffusion.eed_step(img, rows, cols, a, b, c, tau, lo, hi, step),
+                    s_chunks)
+                run(lambda lo, hi: _core_diffusion.scatter_rows(img, rows, cols, step, lo, hi), s_chunks)
+    step *= _EED_SHARE
+    step += (1.0 - _EED_SHARE) * start
+    img[rows, cols] = step.astype(img.dtype)
+    return img
 
 
 def _normalized_convolution(img: np.ndarray, missing: np.ndarray) -> np.ndarray:
