@@ -12,7 +12,7 @@ method). Prints aligned tables; ``--json PATH`` also writes every number.
 
    * ours: ``restore.inpaint(img, mask, channel_axis=-1, stride=--stride)``
      (float64 image, every default: dictionary fine-tuned on the image when
-     it has enough complete patches, 20 passes on grids of stride 4);
+     it has enough complete patches, 18 passes on grids of stride 4);
    * ``skimage.restoration.inpaint_biharmonic(img, mask, channel_axis=-1)``
      (``--skip-biharmonic`` drops it: it takes ~20 s per 0.4 MP image on
      rand90);
@@ -26,7 +26,7 @@ method). Prints aligned tables; ``--json PATH`` also writes every number.
 
 2. **Scale** (``--part scale``). ``seeding.png`` (5312 x 2988, 15.9 MP) with
    ``masks/seeding_text04.png`` (7.6 % missing), loaded as float32 in
-   [0, 1], inpainted with every default (stride 4, 20 passes; other strides
+   [0, 1], inpainted with every default (stride 4, 18 passes; other strides
    with ``--scale-strides``), each in a fresh Python process so that its peak
    memory is that of the job (loading included): the child's ``VmHWM``
    from ``/proc/self/status`` (its own address space's high-water mark; the

@@ -114,7 +114,7 @@ class InpaintWidget(Container):
         self.patch_size = SpinBox(label="patch size", value=8, min=4, max=16)
         self.stride = SpinBox(label="stride", value=4, min=1, max=16,
                               tooltip="step of each pass's patch grid: a pass codes 1/stride^2 of the patches")
-        self.n_passes = SpinBox(label="passes", value=20, min=1, max=200,
+        self.n_passes = SpinBox(label="passes", value=18, min=1, max=200,
                                 tooltip="passes of patch coding; time grows as passes / stride^2")
         self.run_button = PushButton(text="Inpaint")
         self.cancel_button = PushButton(text="Cancel", enabled=False)

@@ -280,8 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "from the image, warm started from the shipped one)")
     i.add_argument("--patch-size", type=int, default=8)
     i.add_argument("--stride", type=int, default=4, help="step of each pass's patch grid (default 4)")
-    i.add_argument("--passes", type=int, default=20,
-                   help="passes of patch coding (default 20); time grows as passes / stride^2")
+    i.add_argument("--passes", type=int, default=18,
+                   help="passes of patch coding (default 18); time grows as passes / stride^2")
     i.add_argument("--lam", type=_positive_float, nargs="+", default=None, metavar="LAM",
                    help="lam of every pass, or of the first and the last (default 0.02 0.001)")
     i.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")

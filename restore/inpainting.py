@@ -231,7 +231,7 @@ def inpaint(
     dictionary: TreeDictionaryLearning | str | os.PathLike | None = None,
     patch_size: int = 8,
     stride: int = 4,
-    n_passes: int = 20,
+    n_passes: int = 18,
     lam: float | tuple[float, float] | None = None,
     channel_axis: int | None = None,
     n_train: int = 20000,
@@ -278,10 +278,11 @@ def inpaint(
     stride : int, default 4
         Step of each pass's patch grid, in [1, patch_size]. A pass codes
         about 1/stride**2 of the patches touching the mask.
-    n_passes : int, default 20
+    n_passes : int, default 18
         Passes of patch coding. The time of the coding grows as
-        ``n_passes / stride**2``: the defaults cost 1.25 times one pass at
-        stride 1. 16 passes lose about 0.03 dB, 24 gain about as much.
+        ``n_passes / stride**2``: the defaults cost 1.1 times one pass at
+        stride 1. 20 or 30 passes change the PSNR by less than 0.01 dB
+        with 90 % of the pixels missing.
     lam : float or (float, float), optional
         Regularisation of the codes of the centred patches, each scaled to
         unit norm: one value for every pass, or the first and the last of
