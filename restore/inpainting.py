@@ -297,8 +297,9 @@ def inpaint(
         Randomness of the training-patch sample and of the grid shifts
         (default 0).
     progress : callable, optional
-        ``progress(done, total)`` after each batch of patches; may raise
-        :class:`restore.Cancelled` to stop (nothing is returned then).
+        ``progress(done, total)`` after each cycle of the diffusion and
+        each batch of patches; may raise :class:`restore.Cancelled` to
+        stop (nothing is returned then).
 
     Returns
     -------
@@ -343,8 +344,16 @@ def inpaint(
     if est is None:
         raise ValueError(f"no dictionary for {patch_size}x{patch_size} patches ships with the package and the "
                          "image has too few complete patches to learn one: pass dictionary=")
+    grids = _pass_grids(M, patch_size, stride, len(lams), gen)
+    # one progress count: the cycles of the diffusion, then the batches of patches
+    n_cycles = len(_fed_cycle()[1])
+    total = n_cycles + sum(-(-len(r) // batch_size) for r, _ in grids)
+
+    def report(offset: int) -> ProgressCallback | None:
+        return None if progress is None else (lambda done, _: progress(offset + done, total))
+
     t0 = time.perf_counter()
-    prior = _sharpen(_biharmonic_fill(img, M), M, default_num_threads())
+    prior = _sharpen(_biharmonic_fill(img, M), M, default_num_threads(), report(0))
     t_prior = time.perf_counter() - t0
     # the dictionary codes the luminance; colour differences keep the interpolant (smooth: 2 to 8 % of the error)
     lum = _luminance(prior)
@@ -352,7 +361,7 @@ def inpaint(
     D = est.components_
     coder = (D, est.penalty, est.tree_, max_iter, np.linalg.eigh(D @ D.T))
     t0 = time.perf_counter()
-    _refine_luminance(lum, M, patch_size, stride, lams, batch_size, coder, gen, progress)
+    _refine_luminance(lum, M, patch_size, grids, lams, batch_size, coder, report(n_cycles))
     log.info("interpolated in %.2f s, coded and averaged patches in %.2f s", t_prior, time.perf_counter() - t0)
     prior[M] += ((lum[M] - start) / np.sqrt(n_ch)).astype(img.dtype)[:, None]
     return _original_layout(prior, channel_axis)
@@ -397,13 +406,25 @@ def _fit_weights(rec: np.ndarray, P: np.ndarray, known: np.ndarray, floor: float
     return (1.0 / (err + floor)).astype(np.float32)
 
 
-def _refine_luminance(lum: np.ndarray, missing: np.ndarray, patch_size: int, stride: int, lams: np.ndarray,
-                      batch_size: int, coder: tuple, gen: np.random.Generator,
+def _pass_grids(missing: np.ndarray, patch_size: int, stride: int, n_passes: int,
+                gen: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Top-left corners of the patches of each pass: a randomly shifted grid of step ``stride``, touching the mask."""
+    touching = _window_sums(missing, patch_size) > 0
+    grids = []
+    for _ in range(n_passes):
+        rows, cols = _patch_positions(missing.shape, patch_size, stride, tuple(gen.integers(0, stride, 2)))
+        rr, cc = np.nonzero(touching[np.ix_(rows, cols)])
+        grids.append((rows[rr], cols[cc]))
+    return grids
+
+
+def _refine_luminance(lum: np.ndarray, missing: np.ndarray, patch_size: int,
+                      grids: list[tuple[np.ndarray, np.ndarray]], lams: np.ndarray, batch_size: int, coder: tuple,
                       progress: ProgressCallback | None) -> np.ndarray:
     """Refine ``lum`` at the ``missing`` pixels in passes of patch coding, in place; returns it.
 
-    Each pass takes the patches of a grid of step ``stride``, randomly
-    shifted, that touch the mask; it sparse-codes each one, centred and
+    Pass k takes the patches at the corners ``grids[k]`` (see
+    :func:`_pass_grids`) with lam ``lams[k]``; it sparse-codes each one, centred and
     scaled, over the dictionary with that pass's lam, and replaces the
     missing pixels by the average of the reconstructions (Gaussian weights,
     larger at the patch centre, and by how well each reconstruction fits
@@ -413,7 +434,6 @@ def _refine_luminance(lum: np.ndarray, missing: np.ndarray, patch_size: int, str
     D, penalty, tree, max_iter, spectrum = coder
     H, W = lum.shape
     floor = max(_FIT_FLOOR * float(np.var(lum[~missing])), 1e-12)
-    touching = _window_sums(missing, patch_size) > 0
     win = _aggregation_window(patch_size).ravel()
     sums = np.empty((H, W), dtype=np.float32)
     weights = np.empty((H, W), dtype=np.float32)
@@ -422,11 +442,6 @@ def _refine_luminance(lum: np.ndarray, missing: np.ndarray, patch_size: int, str
     if not np.shares_memory(lum_flat, lum):
         raise ValueError("lum must be C-contiguous (refined in place)")
     sums_flat, weights_flat = sums.reshape(-1), weights.reshape(-1)
-    grids = []
-    for _ in lams:
-        rows, cols = _patch_positions((H, W), patch_size, stride, tuple(gen.integers(0, stride, 2)))
-        rr, cc = np.nonzero(touching[np.ix_(rows, cols)])
-        grids.append((rows[rr], cols[cc]))
     n_total = sum(-(-len(r) // batch_size) for r, _ in grids)
     log.info("coding %d patches in %d passes", sum(len(r) for r, _ in grids), len(lams))
     done = 0
@@ -493,7 +508,20 @@ def _biharmonic_fill(img: np.ndarray, missing: np.ndarray) -> np.ndarray:
     return out
 
 
-def _sharpen(img: np.ndarray, missing: np.ndarray, n_threads: int) -> np.ndarray:
+def _fed_cycle() -> tuple[np.ndarray, range]:
+    """Step sizes of one cycle of fast explicit diffusion, and the range of the cycles.
+
+    Grewenig, Weickert and Bruhn (2010): steps of varying size, stable over
+    a cycle, which reach the diffusion time ``_EED_TIME`` in 77 steps where
+    steps of 0.2 would take 250.
+    """
+    n = _EED_CYCLE
+    taus = 0.25 / (2 * np.cos(np.pi * (2 * np.arange(n) + 1) / (4 * n + 2)) ** 2)
+    return taus, range(max(1, int(round(_EED_TIME / taus.sum()))))
+
+
+def _sharpen(img: np.ndarray, missing: np.ndarray, n_threads: int,
+             progress: ProgressCallback | None = None) -> np.ndarray:
     """Sharpen the interpolant ``img`` (channels last) at the missing pixels, in place; returns it.
 
     Edge-enhancing diffusion to time ``_EED_TIME`` (see
@@ -507,7 +535,8 @@ def _sharpen(img: np.ndarray, missing: np.ndarray, n_threads: int) -> np.ndarray
     textures that the diffusion flattens. Masked-pixel PSNR of this start
     over the interpolant, kodim23 / monarch / tulips / seeding_crop with
     90 % missing: +0.21 / +0.40 / +0.69 / +0.26 dB; with text1 and 70 %
-    missing see the README.
+    missing see the README. ``progress(cycle, n_cycles)`` after each cycle;
+    it may raise to stop.
     """
     rows, cols = np.nonzero(missing)
     if len(rows) == 0:
@@ -532,11 +561,7 @@ def _sharpen(img: np.ndarray, missing: np.ndarray, n_threads: int) -> np.ndarray
     H, W, n_ch = img.shape
     a, b, c = (np.zeros((H, W), dtype=np.float32) for _ in range(3))
     start = img[rows, cols].astype(np.float64)
-    # fast explicit diffusion (Grewenig, Weickert and Bruhn 2010): cycles of steps of varying size, stable
-    # over a cycle, which reach the diffusion time in 77 steps where steps of 0.2 would take 250
-    n = _EED_CYCLE
-    taus = 0.25 / (2 * np.cos(np.pi * (2 * np.arange(n) + 1) / (4 * n + 2)) ** 2)
-    n_cycles = max(1, int(round(_EED_TIME / taus.sum())))
+    taus, cycles = _fed_cycle()
     step = np.empty((len(rows), n_ch))
 
     def chunks(n):
@@ -549,13 +574,15 @@ def _sharpen(img: np.ndarray, missing: np.ndarray, n_threads: int) -> np.ndarray
             for f in [pool.submit(fn, lo, hi) for lo, hi in parts]:
                 f.result()
 
-        for _ in range(n_cycles):
+        for k in cycles:
             run(lambda lo, hi: _core_diffusion.eed_tensor(img, t_rows[lo:hi], t_cols[lo:hi], g, dg,
                                                           contrast * contrast, a, b, c), t_chunks)
             for tau in taus:
                 run(lambda lo, hi, tau=tau: _core_diffusion.eed_step(img, rows, cols, a, b, c, tau, lo, hi, step),
                     s_chunks)
                 run(lambda lo, hi: _core_diffusion.scatter_rows(img, rows, cols, step, lo, hi), s_chunks)
+            if progress is not None:
+                progress(k + 1, len(cycles))
     step *= _EED_SHARE
     step += (1.0 - _EED_SHARE) * start
     img[rows, cols] = step.astype(img.dtype)
