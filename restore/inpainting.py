@@ -355,7 +355,7 @@ def inpaint(
     t0 = time.perf_counter()
     prior = _sharpen(_biharmonic_fill(img, M), M, default_num_threads(), report(0))
     t_prior = time.perf_counter() - t0
-    # the dictionary codes the luminance; colour differences keep the interpolant (smooth: 2 to 8 % of the error)
+    # the dictionary codes the luminance; colour differences keep the start's (smooth: 2 to 8 % of the error)
     lum = _luminance(prior)
     start = lum[M]
     D = est.components_
@@ -424,8 +424,8 @@ def _refine_luminance(lum: np.ndarray, missing: np.ndarray, patch_size: int,
     """Refine ``lum`` at the ``missing`` pixels in passes of patch coding, in place; returns it.
 
     Pass k takes the patches at the corners ``grids[k]`` (see
-    :func:`_pass_grids`) with lam ``lams[k]``; it sparse-codes each one, centred and
-    scaled, over the dictionary with that pass's lam, and replaces the
+    :func:`_pass_grids`); it sparse-codes each one, centred and scaled,
+    over the dictionary with lam ``lams[k]``, and replaces the
     missing pixels by the average of the reconstructions (Gaussian weights,
     larger at the patch centre, and by how well each reconstruction fits
     its patch's known pixels, see :func:`_fit_weights`). Known pixels are
@@ -541,14 +541,10 @@ def _sharpen(img: np.ndarray, missing: np.ndarray, n_threads: int,
     rows, cols = np.nonzero(missing)
     if len(rows) == 0:
         return img
+    from scipy.ndimage import binary_dilation
+
     # the tensor is read at the missing pixels and at their four neighbours
-    near = missing.copy()
-    near[1:] |= missing[:-1]
-    near[:-1] |= missing[1:]
-    near[:, 1:] |= missing[:, :-1]
-    near[:, :-1] |= missing[:, 1:]
-    t_rows, t_cols = np.nonzero(near)
-    del near
+    t_rows, t_cols = np.nonzero(binary_dilation(missing))
     # Gaussian taps and the central differences of the smoothed image, on a common support
     r = int(np.ceil(_EED_TRUNCATE * _EED_SIGMA))
     t = np.arange(-r - 1, r + 2, dtype=np.float64)
