@@ -283,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--passes", type=int, default=18,
                    help="passes of patch coding (default 18); time grows as passes / stride^2")
     i.add_argument("--lam", type=_positive_float, nargs="+", default=None, metavar="LAM",
-                   help="lam of every pass, or of the first and the last (default 0.02 0.001)")
+                   help="lam of every pass, or of the first and the last (default 0.02 0.005)")
     i.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     i.add_argument("--quiet", action="store_true", help="no progress bar")
     i.set_defaults(func=cmd_inpaint)
