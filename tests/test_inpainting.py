@@ -1,5 +1,7 @@
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from skimage import data
 
 from restore import Cancelled, TreeDictionaryLearning, default_dictionary, inpaint, learn_dictionary
@@ -75,6 +77,39 @@ def test_shifted_grids_cover_the_image():
             for c in cols:
                 covered[r:r + 8, c:c + 8] = True
         assert covered.all() and rows.max() == 42 and cols.max() == 29 and np.all(np.diff(rows) > 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(h=st.integers(8, 40), w=st.integers(8, 40), size=st.integers(2, 8), data=st.data())
+def test_pass_grids_put_every_missing_pixel_in_a_patch_core(h, w, size, data):
+    # patches whose missing pixels are all on their outer ring are left out; every missing pixel must
+    # still be in the core of a chosen patch (or in a patch at the image's edge) at every pass
+    from restore import inpainting as ri
+
+    stride = data.draw(st.integers(1, size), label="stride")
+    density = data.draw(st.sampled_from([0.002, 0.02, 0.3]), label="density")
+    missing = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed")).random((h, w)) < density
+    grids = ri._pass_grids(missing, size, stride, 3, np.random.default_rng(0))
+    m = min(ri._CORE_MARGIN, (size - stride) // 2)
+    for rows, cols in grids:
+        in_core = np.zeros((h, w), bool)
+        for r, c in zip(rows, cols, strict=True):
+            assert missing[r:r + size, c:c + size].any()
+            r0, r1 = (r, r + size) if r in (0, h - size) else (r + m, r + size - m)
+            c0, c1 = (c, c + size) if c in (0, w - size) else (c + m, c + size - m)
+            in_core[r0:r1, c0:c1] = True
+        assert in_core[missing].all()
+
+
+def test_pass_grids_skip_patches_touching_the_mask_on_their_rim_only():
+    from restore import inpainting as ri
+
+    missing = np.zeros((64, 64), bool)
+    missing[30:33, 10:50] = True  # a stroke 3 px thick
+    # 8 x 8 patches touch it from corners (23..32, 3..49); with a margin of 1 their core does from (24..31, 4..48)
+    for rows, cols in ri._pass_grids(missing, 8, 4, 8, np.random.default_rng(0)):
+        assert rows.min() >= 24 and rows.max() <= 31 and cols.min() >= 4 and cols.max() <= 48
+    assert ri._CORE_MARGIN == 1
 
 
 def test_interpolant_is_skimage_biharmonic(photo, strokes, rng):
