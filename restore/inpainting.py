@@ -45,6 +45,10 @@ _EED_TRUNCATE = 2.0  # support of the Gaussian, in sd
 _EED_TIME = 50.0  # diffusion time: it reaches about sqrt(2 * 50) = 10 pixels
 _EED_CYCLE = 7  # explicit steps of a fast explicit diffusion cycle; the tensor is updated once per cycle
 _EED_SHARE = 0.65  # weight of the diffused image in the start; the biharmonic interpolant has the rest
+# on straight edges the passes keep a part of their change only (see _edge_keep)
+_EDGE_SIGMA = 1.0  # sd of the Gaussian smoothing of the start's luminance before its structure tensor
+_EDGE_RHO = 2.0  # sd of the Gaussian window of the structure tensor
+_EDGE_COHERENCE = (0.8, 1.1)  # the passes' change is kept whole up to coherence 0.8, then falls to 1/3 at 1
 
 
 def default_dictionary() -> TreeDictionaryLearning | None:
@@ -253,8 +257,10 @@ def inpaint(
     average of their reconstructions (Gaussian weights, larger at the patch
     centre, times the inverse of each reconstruction's error on its known
     pixels) into the missing pixels. lam decreases from pass to pass, so
-    that detail builds up on the start. Colour differences, smooth, keep
-    the start's. Known pixels are returned bit for bit; holes
+    that detail builds up on the start. On straight edges, where the
+    diffused start is better, only a part of the passes' change is kept
+    (down to a third, by the coherence of the start's structure tensor).
+    Colour differences, smooth, keep the start's. Known pixels are returned bit for bit; holes
     wider than a patch are filled by the interpolant and refined by the
     patches inside them.
 
@@ -359,12 +365,13 @@ def inpaint(
     # the dictionary codes the luminance; colour differences keep the start's (smooth: 2 to 8 % of the error)
     lum = _luminance(prior)
     start = lum[M]
+    keep = _edge_keep(lum, M)
     D = est.components_
     coder = (D, est.penalty, est.tree_, max_iter, np.linalg.eigh(D @ D.T))
     t0 = time.perf_counter()
     _refine_luminance(lum, M, patch_size, grids, lams, batch_size, coder, report(n_cycles))
     log.info("interpolated in %.2f s, coded and averaged patches in %.2f s", t_prior, time.perf_counter() - t0)
-    prior[M] += ((lum[M] - start) / np.sqrt(n_ch)).astype(img.dtype)[:, None]
+    prior[M] += (keep * (lum[M] - start) / np.sqrt(n_ch)).astype(img.dtype)[:, None]
     return _original_layout(prior, channel_axis)
 
 
@@ -600,6 +607,45 @@ def _sharpen(img: np.ndarray, missing: np.ndarray, n_threads: int,
     step += (1.0 - _EED_SHARE) * start
     img[rows, cols] = step.astype(img.dtype)
     return img
+
+
+def _edge_keep(lum: np.ndarray, missing: np.ndarray) -> np.ndarray:
+    """Share of the passes' change kept at each missing pixel: 1, falling to 1/3 on straight edges.
+
+    On straight edges the diffused start is better than the average of
+    patch reconstructions: there, in the 10 % of the missing pixels with
+    the most coherent structure, the passes lose 0.5 to 1.5 dB on most
+    photos with 70 % of the pixels missing. The share is ``(hi - coh) /
+    (hi - lo)`` clipped to [0, 1], with ``(lo, hi) = _EDGE_COHERENCE``,
+    where ``coh = (l1 - l2) / (l1 + l2)`` is the coherence of the
+    structure tensor (eigenvalues ``l1 >= l2``, window of sd
+    ``_EDGE_RHO``) of the start's luminance smoothed with sd
+    ``_EDGE_SIGMA``. Masked-pixel PSNR over keeping every change, average
+    of kodim23 / monarch / tulips / seeding_crop and of five other photos:
+    +0.06 / +0.05 dB with 70 % missing, +0.02 / +0.01 with 90 %, +0.00 /
+    +0.01 on text. Computed in bands of rows (bounded memory).
+    """
+    from scipy.ndimage import gaussian_filter
+    from skimage.feature import structure_tensor
+
+    H, W = lum.shape
+    lo, hi = _EDGE_COHERENCE
+    keep = np.empty(int(np.count_nonzero(missing)), dtype=lum.dtype)
+    band = max(1, _BAND_PX // W)
+    done = 0
+    for r0 in range(0, H, band):
+        r1 = min(H, r0 + band)
+        m = missing[r0:r1]
+        n = int(np.count_nonzero(m))
+        if n == 0:
+            continue
+        a, b = max(0, r0 - _BAND_MARGIN), min(H, r1 + _BAND_MARGIN)
+        j11, j12, j22 = (t[r0 - a:r1 - a][m] for t in structure_tensor(
+            gaussian_filter(lum[a:b], _EDGE_SIGMA, mode="nearest"), sigma=_EDGE_RHO, mode="nearest", order="rc"))
+        coh = np.sqrt((j11 - j22) ** 2 + 4 * j12 ** 2) / np.maximum(j11 + j22, np.finfo(lum.dtype).tiny)
+        keep[done:done + n] = np.clip((hi - coh) / (hi - lo), 0.0, 1.0)
+        done += n
+    return keep
 
 
 def _normalized_convolution(img: np.ndarray, missing: np.ndarray) -> np.ndarray:

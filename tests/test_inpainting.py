@@ -166,6 +166,24 @@ def test_diffusion_tensor_smooths_along_edges_only():
     assert np.allclose(a[:, :8], 1.0) and np.allclose(c[:, :8], 1.0) and np.allclose(b[:, :8], 0.0)
 
 
+def test_passes_keep_a_third_of_their_change_on_straight_edges(rng, monkeypatch):
+    from restore import inpainting as ri
+
+    lum = np.zeros((96, 80))
+    lum[:, 40:] = 1.0  # a straight vertical edge
+    lum[:, :20] = rng.random((96, 20))  # isotropic noise, no orientation
+    missing = np.zeros((96, 80), bool)
+    missing[::3, ::2] = True
+    keep = np.zeros((96, 80))
+    keep[missing] = ri._edge_keep(lum, missing)
+    assert np.allclose(keep[missing & (np.abs(np.arange(80) - 39.5) < 3)], 1 / 3, atol=0.01)
+    assert np.median(keep[:, 4:16][missing[:, 4:16]]) > 0.9
+    assert np.all((keep[missing] >= 1 / 3 - 1e-9) & (keep[missing] <= 1.0))
+    # in bands of rows (the memory bound of large images) as on the whole image
+    monkeypatch.setattr(ri, "_BAND_PX", 17 * 80)
+    np.testing.assert_allclose(ri._edge_keep(lum, missing), keep[missing], rtol=1e-12, atol=1e-12)
+
+
 def test_any_number_of_channels(photo, strokes):
     four = np.concatenate([photo, photo[..., :1]], axis=-1)
     out = inpaint(four, strokes, channel_axis=-1)
