@@ -133,19 +133,23 @@ def _edges(n=64):
 
 
 def test_diffusion_sharpens_the_interpolant_at_edges(rng):
-    from restore.inpainting import _biharmonic_fill, _sharpen
+    from restore.inpainting import _EED_SHARE, _biharmonic_fill, _sharpen
 
     img = _edges()
     mask = rng.random(img.shape[:2]) < 0.85
     bih = _biharmonic_fill(img, mask)
-    sharp = _sharpen(bih.copy(), mask, n_threads=2)
+    sharp, diffused = _sharpen(bih.copy(), mask, n_threads=2)
     np.testing.assert_array_equal(sharp[~mask], img[~mask])
     assert masked_psnr(sharp, img, mask) > masked_psnr(bih, img, mask) + 0.7
     assert sharp.min() > bih.min() and sharp.max() < bih.max()  # stable: less overshoot than the interpolant
+    # the start is the blend of the diffusion with the interpolant; the diffusion alone is sharper
+    np.testing.assert_allclose(sharp[mask], _EED_SHARE * diffused + (1 - _EED_SHARE) * bih[mask], atol=1e-12)
+    assert np.mean((diffused - img[mask]) ** 2) < np.mean((sharp[mask] - img[mask]) ** 2)
     # float32 in, float32 out, same numbers; one thread or two, same numbers
-    s32 = _sharpen(bih.astype(np.float32), mask, n_threads=1)
-    assert s32.dtype == np.float32
+    s32, d32 = _sharpen(bih.astype(np.float32), mask, n_threads=1)
+    assert s32.dtype == d32.dtype == np.float32
     np.testing.assert_allclose(s32, sharp, atol=1e-5)
+    np.testing.assert_allclose(d32, diffused, atol=1e-5)
 
 
 def test_diffusion_tensor_smooths_along_edges_only():
@@ -166,7 +170,7 @@ def test_diffusion_tensor_smooths_along_edges_only():
     assert np.allclose(a[:, :8], 1.0) and np.allclose(c[:, :8], 1.0) and np.allclose(b[:, :8], 0.0)
 
 
-def test_passes_keep_a_third_of_their_change_on_straight_edges(rng, monkeypatch):
+def test_edge_weights_fall_to_a_third_on_straight_edges(rng, monkeypatch):
     from restore import inpainting as ri
 
     lum = np.zeros((96, 80))
