@@ -36,7 +36,7 @@ _FIT_FLOOR = 1e-3  # floor of the fit errors in _fit_weights, relative to the va
 _PLANE_RIDGE = 1.0  # ridge on the slopes of the background plane fitted to each patch
 _CG_TOL = 1e-3  # relative residual of the interpolation: 1e-4 or 1e-6 change its PSNR by < 0.1 dB, both ways
 _CORE_MARGIN = 1  # patches touching the mask only on this outer rim are not coded (see _pass_grids)
-_BAND_PX = 4_000_000  # pixels per band of the interpolation, which bounds its memory
+_BAND_PX = 4_000_000  # pixels per band of the interpolation and of _passes_weight, which bounds their memory
 _BAND_MARGIN = 32  # rows of context above and below each band
 # the start of the passes: edge-enhancing diffusion of the biharmonic interpolant, blended with it (see _sharpen)
 _EED_CONTRAST = 0.05  # contrast of the diffusivity, relative to the range of the known values
@@ -45,7 +45,7 @@ _EED_TRUNCATE = 2.0  # support of the Gaussian, in sd
 _EED_TIME = 50.0  # diffusion time: it reaches about sqrt(2 * 50) = 10 pixels
 _EED_CYCLE = 7  # explicit steps of a fast explicit diffusion cycle; the tensor is updated once per cycle
 _EED_SHARE = 0.65  # weight of the diffused image in the start; the biharmonic interpolant has the rest
-# on straight edges the result leans on the diffusion alone (see _edge_keep)
+# on straight edges the result leans on the diffusion alone (see _passes_weight)
 _EDGE_SIGMA = 1.0  # sd of the Gaussian smoothing of the start's luminance before its structure tensor
 _EDGE_RHO = 2.0  # sd of the Gaussian window of the structure tensor
 _EDGE_COHERENCE = (0.8, 1.1)  # the passes' result has weight 1 up to coherence 0.8, falling to 1/3 at 1
@@ -260,9 +260,9 @@ def inpaint(
     that detail builds up on the start. Colour differences, smooth, keep
     the start's. On straight edges, where the diffusion is better, the
     result is a blend of the passes' result (down to a third, by the
-    coherence of the start's structure tensor) and the diffusion alone. Known pixels are returned bit for bit; holes
-    wider than a patch are filled by the interpolant and refined by the
-    patches inside them.
+    coherence of the start's structure tensor) and the diffusion alone.
+    Known pixels are returned bit for bit; holes wider than a patch are
+    filled by the interpolant and refined by the patches inside them.
 
     Parameters
     ----------
@@ -365,15 +365,15 @@ def inpaint(
     # the dictionary codes the luminance; colour differences keep the start's (smooth: 2 to 8 % of the error)
     lum = _luminance(prior)
     start = lum[M]
-    keep = _edge_keep(lum, M)
+    weight = _passes_weight(lum, M)
     D = est.components_
     coder = (D, est.penalty, est.tree_, max_iter, np.linalg.eigh(D @ D.T))
     t0 = time.perf_counter()
     _refine_luminance(lum, M, patch_size, grids, lams, batch_size, coder, report(n_cycles))
     log.info("interpolated in %.2f s, coded and averaged patches in %.2f s", t_prior, time.perf_counter() - t0)
-    # keep * (start + the passes' change) + (1 - keep) * the diffusion: on straight edges the result leans on
-    # the diffusion alone, not on its blend with the interpolant
-    change = (keep * (lum[M] - start) / np.sqrt(n_ch))[:, None] + (1.0 - keep)[:, None] * (diffused - prior[M])
+    # weight * (start + the passes' change) + (1 - weight) * the diffusion: on straight edges the result leans
+    # on the diffusion alone, not on its blend with the interpolant
+    change = (weight * (lum[M] - start) / np.sqrt(n_ch))[:, None] + (1.0 - weight)[:, None] * (diffused - prior[M])
     prior[M] += change.astype(img.dtype)
     return _original_layout(prior, channel_axis)
 
@@ -616,7 +616,7 @@ def _sharpen(img: np.ndarray, missing: np.ndarray, n_threads: int,
     return img, diffused
 
 
-def _edge_keep(lum: np.ndarray, missing: np.ndarray) -> np.ndarray:
+def _passes_weight(lum: np.ndarray, missing: np.ndarray) -> np.ndarray:
     """Weight of the passes' result against the diffusion alone, per missing pixel: 1, down to 1/3 on straight edges.
 
     On straight edges the diffusion is better than the average of patch
@@ -639,7 +639,7 @@ def _edge_keep(lum: np.ndarray, missing: np.ndarray) -> np.ndarray:
 
     H, W = lum.shape
     lo, hi = _EDGE_COHERENCE
-    keep = np.empty(int(np.count_nonzero(missing)), dtype=lum.dtype)
+    weight = np.empty(int(np.count_nonzero(missing)), dtype=lum.dtype)
     band = max(1, _BAND_PX // W)
     done = 0
     for r0 in range(0, H, band):
@@ -652,9 +652,9 @@ def _edge_keep(lum: np.ndarray, missing: np.ndarray) -> np.ndarray:
         j11, j12, j22 = (t[r0 - a:r1 - a][m] for t in structure_tensor(
             gaussian_filter(lum[a:b], _EDGE_SIGMA, mode="nearest"), sigma=_EDGE_RHO, mode="nearest", order="rc"))
         coh = np.sqrt((j11 - j22) ** 2 + 4 * j12 ** 2) / np.maximum(j11 + j22, np.finfo(lum.dtype).tiny)
-        keep[done:done + n] = np.clip((hi - coh) / (hi - lo), 0.0, 1.0)
+        weight[done:done + n] = np.clip((hi - coh) / (hi - lo), 0.0, 1.0)
         done += n
-    return keep
+    return weight
 
 
 def _normalized_convolution(img: np.ndarray, missing: np.ndarray) -> np.ndarray:

@@ -179,13 +179,13 @@ def test_edge_weights_fall_to_a_third_on_straight_edges(rng, monkeypatch):
     missing = np.zeros((96, 80), bool)
     missing[::3, ::2] = True
     keep = np.zeros((96, 80))
-    keep[missing] = ri._edge_keep(lum, missing)
+    keep[missing] = ri._passes_weight(lum, missing)
     assert np.allclose(keep[missing & (np.abs(np.arange(80) - 39.5) < 3)], 1 / 3, atol=0.01)
     assert np.median(keep[:, 4:16][missing[:, 4:16]]) > 0.9
     assert np.all((keep[missing] >= 1 / 3 - 1e-9) & (keep[missing] <= 1.0))
     # in bands of rows (the memory bound of large images) as on the whole image
     monkeypatch.setattr(ri, "_BAND_PX", 17 * 80)
-    np.testing.assert_allclose(ri._edge_keep(lum, missing), keep[missing], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ri._passes_weight(lum, missing), keep[missing], rtol=1e-12, atol=1e-12)
 
 
 def test_any_number_of_channels(photo, strokes):
