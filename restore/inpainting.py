@@ -373,8 +373,9 @@ def inpaint(
     log.info("interpolated in %.2f s, coded and averaged patches in %.2f s", t_prior, time.perf_counter() - t0)
     # weight * (start + the passes' change) + (1 - weight) * the diffusion: on straight edges the result leans
     # on the diffusion alone, not on its blend with the interpolant
-    change = (weight * (lum[M] - start) / np.sqrt(n_ch))[:, None] + (1.0 - weight)[:, None] * (diffused - prior[M])
-    prior[M] += change.astype(img.dtype)
+    values = prior[M]
+    change = (weight * (lum[M] - start) / np.sqrt(n_ch))[:, None] + (1.0 - weight)[:, None] * (diffused - values)
+    prior[M] = values + change.astype(img.dtype)
     return _original_layout(prior, channel_axis)
 
 
@@ -525,14 +526,18 @@ def _biharmonic_fill(img: np.ndarray, missing: np.ndarray) -> np.ndarray:
     """
     H, W, _ = img.shape
     out = img.copy()
-    band = max(1, _BAND_PX // W)
-    for r0 in range(0, H, band):
-        r1 = min(H, r0 + band)
-        a, b = max(0, r0 - _BAND_MARGIN), min(H, r1 + _BAND_MARGIN)
+    for r0, r1, a, b in _bands(H, W):
         m = missing[r0:r1]
         if m.any():
             out[r0:r1][m] = _biharmonic_band(img[a:b], missing[a:b])[r0 - a:r1 - a][m]
     return out
+
+
+def _bands(H: int, W: int) -> list[tuple[int, int, int, int]]:
+    """Bands of rows ``r0:r1`` of about ``_BAND_PX`` pixels, with their context ``a:b`` (``_BAND_MARGIN`` rows more)."""
+    band = max(1, _BAND_PX // W)
+    return [(r0, min(H, r0 + band), max(0, r0 - _BAND_MARGIN), min(H, r0 + band + _BAND_MARGIN))
+            for r0 in range(0, H, band)]
 
 
 def _fed_cycle() -> tuple[np.ndarray, range]:
@@ -640,15 +645,12 @@ def _passes_weight(lum: np.ndarray, missing: np.ndarray) -> np.ndarray:
     H, W = lum.shape
     lo, hi = _EDGE_COHERENCE
     weight = np.empty(int(np.count_nonzero(missing)), dtype=lum.dtype)
-    band = max(1, _BAND_PX // W)
     done = 0
-    for r0 in range(0, H, band):
-        r1 = min(H, r0 + band)
+    for r0, r1, a, b in _bands(H, W):
         m = missing[r0:r1]
         n = int(np.count_nonzero(m))
         if n == 0:
             continue
-        a, b = max(0, r0 - _BAND_MARGIN), min(H, r1 + _BAND_MARGIN)
         j11, j12, j22 = (t[r0 - a:r1 - a][m] for t in structure_tensor(
             gaussian_filter(lum[a:b], _EDGE_SIGMA, mode="nearest"), sigma=_EDGE_RHO, mode="nearest", order="rc"))
         coh = np.sqrt((j11 - j22) ** 2 + 4 * j12 ** 2) / np.maximum(j11 + j22, np.finfo(lum.dtype).tiny)
