@@ -2,7 +2,7 @@
 
 8x8 luminance patches (64 features) of the bundled ``sample_images/``
 through :func:`restore.learn_dictionary` (the luminance, centring and
-scaling :func:`restore.inpaint` uses); tree (10, 2, 2), tree_l2, lam 0.1,
+scaling :func:`restore.inpaint` uses); tree (10, 3, 3) of 131 atoms, tree_l2, lam 0.1,
 two epochs. Deterministic.
 
     python benchmarks/train_default_dictionary.py
@@ -31,7 +31,7 @@ def load_images() -> list[np.ndarray]:
 
 
 def main() -> None:
-    est = learn_dictionary(load_images(), branching=(10, 2, 2), penalty="tree_l2", lam=0.1, n_patches=60000,
+    est = learn_dictionary(load_images(), branching=(10, 3, 3), penalty="tree_l2", lam=0.1, n_patches=60000,
                            n_epochs=2, channel_axis=-1, rng=0)
     est.save(ROOT / "restore" / "data" / "dict_grey_8x8.npz")
     print(f"dict_grey_8x8.npz: {est.components_.shape[0]} atoms of {est.components_.shape[1]} features")

@@ -104,7 +104,7 @@ class LearnWidget(Container):
         self.image = ComboBox(label="image", choices=layer_choices(napari_viewer, "Image"))
         self.exclude = ComboBox(label="exclude (Labels, optional)", choices=layer_choices(napari_viewer, "Labels"),
                                 nullable=True)
-        self.branching = LineEdit(label="tree shape", value="10 2 2")
+        self.branching = LineEdit(label="tree shape", value="10 3 3")
         self.flat = CheckBox(text="flat dictionary (l1) of", value=False)
         self.n_atoms = SpinBox(label="atoms (flat)", value=256, min=2, max=4096)
         self.patch_size = SpinBox(label="patch size", value=8, min=4, max=16)

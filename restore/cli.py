@@ -294,8 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("images", nargs="+", help="training images (all grey or all colour)")
     learn.add_argument("--out", dest="output", required=True, help="dictionary file to write (.npz)")
     learn.add_argument("--masks", nargs="+", default=None, help="per image, pixels to exclude (non-zero)")
-    learn.add_argument("--branching", type=int, nargs="+", default=[10, 2, 2],
-                       help="tree of atoms (default 10 2 2: 71 atoms)")
+    learn.add_argument("--branching", type=int, nargs="+", default=[10, 3, 3],
+                       help="tree of atoms (default 10 3 3: 131 atoms, as the shipped dictionary)")
     learn.add_argument("--penalty", choices=["tree_l2", "tree_linf", "tree_l0"], default="tree_l2")
     learn.add_argument("--flat", type=int, default=None, metavar="N_ATOMS",
                        help="learn a flat (l1) dictionary of N_ATOMS atoms instead of a tree")

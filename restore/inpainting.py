@@ -55,8 +55,8 @@ def default_dictionary() -> TreeDictionaryLearning | None:
     """The generic tree dictionary of 8x8 luminance patches shipped with the package.
 
     Learned on ``sample_images/`` (``benchmarks/train_default_dictionary.py``),
-    centred and unit-norm patches, tree (10, 2, 2). None if the data file is
-    missing from the installation.
+    centred and unit-norm patches, tree (10, 3, 3) of 131 atoms. None if the
+    data file is missing from the installation.
     """
     ref = resources.files("restore") / "data" / _DEFAULT_DICT
     if not ref.is_file():
@@ -135,7 +135,7 @@ def learn_dictionary(
     *,
     masks: ArrayLike | list[ArrayLike] | None = None,
     patch_size: int = 8,
-    branching: tuple[int, ...] = (10, 2, 2),
+    branching: tuple[int, ...] = (10, 3, 3),
     penalty: str = "tree_l2",
     n_atoms: int | None = None,
     lam: float = 0.1,
@@ -162,7 +162,10 @@ def learn_dictionary(
         True where pixels must not be used (one per image).
     patch_size : int
         Side of the square patches.
-    branching, penalty, n_atoms, lam, n_epochs
+    branching : tuple of int, default (10, 3, 3)
+        Tree of the atoms, as in :class:`TreeDictionaryLearning` (131 atoms,
+        as the shipped dictionary; see :func:`inpaint`).
+    penalty, n_atoms, lam, n_epochs
         As in :class:`TreeDictionaryLearning`.
     n_patches : int
         Training patches in all, spread evenly over the images.

@@ -257,7 +257,8 @@ def test_given_dictionary_progress_and_cancel(photo, strokes, tmp_path):
 
 def test_default_dictionary_ships():
     est = default_dictionary()
-    assert isinstance(est, TreeDictionaryLearning) and est.components_.shape == (71, 64)
+    assert isinstance(est, TreeDictionaryLearning) and est.components_.shape == (131, 64)
+    assert est.branching == (10, 3, 3)
 
 
 def test_errors(photo, strokes):
