@@ -31,7 +31,7 @@ from plugin._common import (
 if TYPE_CHECKING:  # pragma: no cover
     import napari
 
-__all__ = ["LEARNED", "LearnWidget", "atoms_picture", "parse_branching"]
+__all__ = ["LEARNED", "LearnWidget", "atom_positions", "atoms_picture", "parse_branching"]
 
 #: Dictionaries learned in this session, by name: the Inpaint widget can use them.
 LEARNED: dict[str, Any] = {}
@@ -48,11 +48,64 @@ def parse_branching(text: str) -> tuple[int, ...]:
     return b
 
 
-def atoms_picture(est: Any, patch_size: int, zoom: int = 3, gap: int = 2) -> np.ndarray:
-    """The atoms as one image, laid out as their tree: one row per depth, root on top.
+def atom_positions(tree: Any, aspect: float = 2.0) -> list[tuple[float, float]]:
+    """Where each atom of a tree goes in the picture: (row, column) in tiles, root on top.
 
-    Each atom is normalised to its own range; a node sits centred above the
-    span of its descendants' leaves. A flat dictionary is a plain grid.
+    A node sits one row below its parent, centred above the span of its
+    descendants' leaves. A single root whose subtrees make a strip more than
+    twice ``aspect`` times as wide as tall (the (10, 3, 3) tree has 90 leaves
+    on 4 levels) has its subtrees wrapped into rows of equal blocks below
+    it, as many blocks a row as bring the picture nearest that aspect ratio;
+    blocks are a third of a tile apart.
+    """
+    k = tree.n_nodes
+    depth = np.zeros(k, int)
+    span: dict[int, tuple[int, int]] = {}  # first and last leaf of each node's subtree, in leaf order
+    n_leaves = 0
+
+    def visit(n: int, d: int) -> None:
+        nonlocal n_leaves
+        depth[n] = d
+        kids = [int(c) for c in tree.children(n)]
+        if not kids:
+            span[n] = (n_leaves, n_leaves)
+            n_leaves += 1
+        for c in kids:
+            visit(c, d + 1)
+        if kids:
+            span[n] = (span[kids[0]][0], span[kids[-1]][1])
+
+    for r in tree.roots:
+        visit(int(r), 0)
+    centre = [0.5 * (span[n][0] + span[n][1]) for n in range(k)]
+    subs = [int(c) for c in tree.children(int(tree.roots[0]))] if len(tree.roots) == 1 else []
+    if len(subs) < 2 or n_leaves <= 2 * aspect * (depth.max() + 1):
+        return [(float(depth[n]), centre[n]) for n in range(k)]
+    sub_w = max(span[c][1] - span[c][0] + 1 for c in subs)  # a block: the widest subtree, every level below the root
+    sub_h = int(depth.max())
+    pitch_w, pitch_h = sub_w + 1 / 3, sub_h + 1 / 3
+    n_sub = len(subs)
+    per_row = min(range(1, n_sub + 1),
+                  key=lambda c: abs(c * pitch_w / (1 + -(-n_sub // c) * pitch_h) - aspect))
+    pos = [(0.0, 0.0)] * k
+    root = int(tree.roots[0])
+    pos[root] = (0.0, 0.5 * (min(per_row, n_sub) * pitch_w - 1 / 3 - 1))
+    for i, s in enumerate(subs):
+        row0, col0 = 1 + (i // per_row) * pitch_h, (i % per_row) * pitch_w
+        offset = col0 + 0.5 * (sub_w - (span[s][1] - span[s][0] + 1)) - span[s][0]
+        stack = [s]
+        while stack:
+            n = stack.pop()
+            pos[n] = (row0 + depth[n] - 1, centre[n] + offset)
+            stack.extend(int(c) for c in tree.children(n))
+    return pos
+
+
+def atoms_picture(est: Any, patch_size: int, zoom: int = 3, gap: int = 2) -> np.ndarray:
+    """The atoms as one image, laid out as their tree (see :func:`atom_positions`).
+
+    Each atom is normalised to its own range. A flat dictionary is a plain
+    grid.
     """
     D = est.components_
     k = D.shape[0]
@@ -62,35 +115,14 @@ def atoms_picture(est: Any, patch_size: int, zoom: int = 3, gap: int = 2) -> np.
     tiles = (tiles - lo) / np.maximum(hi - lo, 1e-12)
     tiles = np.kron(tiles, np.ones((1, zoom, zoom)))
     t = patch_size * zoom + gap
-    tree = est.tree_
-    if tree is None:
+    if est.tree_ is None:
         cols = int(np.ceil(np.sqrt(k)))
-        pos = [(i // cols, i % cols) for i in range(k)]
-        width = cols
+        pos = [(float(i // cols), float(i % cols)) for i in range(k)]
     else:
-        depth = np.zeros(k, int)
-        leaves: dict[int, list[int]] = {}
-        order = []
-
-        def visit(n: int, d: int) -> None:
-            depth[n] = d
-            kids = [int(c) for c in tree.children(n)]
-            if not kids:
-                leaves[n] = [len(order)]
-                order.append(n)
-            for c in kids:
-                visit(c, d + 1)
-            if kids:
-                leaves[n] = [x for c in kids for x in leaves[c]]
-
-        for r in tree.roots:
-            visit(int(r), 0)
-        width = len(order)
-        pos = [(int(depth[n]), float(np.mean(leaves[n]))) for n in range(k)]
-    rows = max(p[0] for p in pos) + 1
-    pic = np.full((rows * t, int(np.ceil(width)) * t), 0.15, dtype=np.float32)
-    for n, (r, c) in enumerate(pos):
-        y, x = r * t, int(round(c * t))
+        pos = atom_positions(est.tree_)
+    corners = [(int(round(r * t)), int(round(c * t))) for r, c in pos]
+    pic = np.full((max(y for y, _ in corners) + t, max(x for _, x in corners) + t), 0.15, dtype=np.float32)
+    for n, (y, x) in enumerate(corners):
         pic[y:y + t - gap, x:x + t - gap] = tiles[n]
     return pic
 

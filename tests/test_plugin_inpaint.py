@@ -100,10 +100,30 @@ def test_atoms_picture_and_branching():
 
     est = default_dictionary()
     pic = _learn.atoms_picture(est, 8)
-    assert pic.ndim == 2 and pic.shape[0] == 4 * (8 * 3 + 2)  # 4 levels, root on top
+    assert pic.ndim == 2 and 1 <= pic.shape[1] / pic.shape[0] <= 2.5  # 131 atoms, 90 leaves: wrapped, not a strip
     assert _learn.parse_branching("10, 2 2") == (10, 2, 2)
     with pytest.raises(ValueError, match="tree shape"):
         _learn.parse_branching("ten")
+
+
+
+@pytest.mark.parametrize("branching", [(10, 3, 3), (10, 2, 2), (4, 2), (3,), (2, 2, 2, 2), (5, 1, 3)])
+def test_atom_positions_keep_the_tree_and_never_overlap(branching):
+    from plugin import _learn
+    from restore import Tree
+
+    tree = Tree.balanced(branching)
+    pos = np.array(_learn.atom_positions(tree))
+    assert pos[tree.roots[0], 0] == 0 and np.all(pos[:, 0] >= 0) and np.all(pos[:, 1] >= 0)
+    for n in range(tree.n_nodes):
+        for c in tree.children(n):
+            # children one row below their parent (the root's, when wrapped, in rows of blocks below it)
+            assert pos[c, 0] == pos[n, 0] + 1 or (n == tree.roots[0] and pos[c, 0] > 1)
+    d = np.abs(pos[:, None, :] - pos[None, :, :])
+    apart = (d[..., 0] >= 1 - 1e-9) | (d[..., 1] >= 1 - 1e-9)
+    assert apart[~np.eye(tree.n_nodes, dtype=bool)].all()  # every atom in a cell of its own
+    if tree.n_nodes < 20:  # small trees stay one strip: one row per level
+        assert pos[:, 0].max() == len(branching)
 
 
 @pytest.mark.gui
