@@ -60,23 +60,24 @@ def atom_positions(tree: Any, aspect: float = 2.0) -> list[tuple[float, float]]:
     """
     k = tree.n_nodes
     depth = np.zeros(k, int)
+    block = np.zeros(k, int)  # which subtree of the (first) root each node belongs to
     span: dict[int, tuple[int, int]] = {}  # first and last leaf of each node's subtree, in leaf order
     n_leaves = 0
 
-    def visit(n: int, d: int) -> None:
+    def visit(n: int, d: int, b: int) -> None:
         nonlocal n_leaves
-        depth[n] = d
+        depth[n], block[n] = d, b
         kids = [int(c) for c in tree.children(n)]
         if not kids:
             span[n] = (n_leaves, n_leaves)
             n_leaves += 1
-        for c in kids:
-            visit(c, d + 1)
+        for i, c in enumerate(kids):
+            visit(c, d + 1, i if d == 0 else b)
         if kids:
             span[n] = (span[kids[0]][0], span[kids[-1]][1])
 
     for r in tree.roots:
-        visit(int(r), 0)
+        visit(int(r), 0, 0)
     centre = [0.5 * (span[n][0] + span[n][1]) for n in range(k)]
     subs = [int(c) for c in tree.children(int(tree.roots[0]))] if len(tree.roots) == 1 else []
     if len(subs) < 2 or n_leaves <= 2 * aspect * (depth.max() + 1):
@@ -87,17 +88,14 @@ def atom_positions(tree: Any, aspect: float = 2.0) -> list[tuple[float, float]]:
     n_sub = len(subs)
     per_row = min(range(1, n_sub + 1),
                   key=lambda c: abs(c * pitch_w / (1 + -(-n_sub // c) * pitch_h) - aspect))
-    pos = [(0.0, 0.0)] * k
-    root = int(tree.roots[0])
-    pos[root] = (0.0, 0.5 * (min(per_row, n_sub) * pitch_w - 1 / 3 - 1))
-    for i, s in enumerate(subs):
-        row0, col0 = 1 + (i // per_row) * pitch_h, (i % per_row) * pitch_w
-        offset = col0 + 0.5 * (sub_w - (span[s][1] - span[s][0] + 1)) - span[s][0]
-        stack = [s]
-        while stack:
-            n = stack.pop()
-            pos[n] = (row0 + depth[n] - 1, centre[n] + offset)
-            stack.extend(int(c) for c in tree.children(n))
+    pos = []
+    for n in range(k):
+        if depth[n] == 0:  # the root, centred above the first row of blocks
+            pos.append((0.0, 0.5 * (per_row * pitch_w - 1 / 3 - 1)))
+            continue
+        i, s = block[n], subs[block[n]]
+        left = (i % per_row) * pitch_w + 0.5 * (sub_w - (span[s][1] - span[s][0] + 1)) - span[s][0]
+        pos.append((1 + (i // per_row) * pitch_h + depth[n] - 1, centre[n] + left))
     return pos
 
 

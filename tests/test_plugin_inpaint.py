@@ -106,7 +106,6 @@ def test_atoms_picture_and_branching():
         _learn.parse_branching("ten")
 
 
-
 @pytest.mark.parametrize("branching", [(10, 3, 3), (10, 2, 2), (4, 2), (3,), (2, 2, 2, 2), (5, 1, 3)])
 def test_atom_positions_keep_the_tree_and_never_overlap(branching):
     from plugin import _learn
