@@ -26,7 +26,7 @@ from magicgui.widgets import (
 )
 
 import restore
-from plugin._common import (
+from ._common import (
     Job,
     LruCache,
     as_float,
@@ -182,7 +182,7 @@ def denoise_planes(data: Any, params: DenoiseParams, rgb: bool, cache: LruCache 
                    key: Hashable | None = None) -> Iterator[tuple[int, int, LamInfo]]:
     """Denoise every plane of ``data``; yield ``(done, total, info)`` per plane, return the result.
 
-    A generator for :class:`plugin._common.Job`: cancelling it between planes
+    A generator for :class:`restore_napari._common.Job`: cancelling it between planes
     discards everything. The result has the data's shape and a float dtype
     (float32 for integer data).
     """

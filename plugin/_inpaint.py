@@ -1,7 +1,7 @@
 """Inpaint widget: fill the pixels under a Labels or Shapes mask with :func:`restore.inpaint`.
 
 The logic (mask rasterisation, the plane-by-plane generator) needs no Qt;
-the widget is a magicgui Container built on :mod:`plugin._common`.
+the widget is a magicgui Container built on :mod:`restore_napari._common`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from magicgui.widgets import ComboBox, Container, FileEdit, ProgressBar, PushButton, SpinBox
 
-from plugin._common import (
+from ._common import (
     Job,
     as_float,
     check_image_layer,
@@ -137,7 +137,7 @@ class InpaintWidget(Container):
 
     @staticmethod
     def _learned_choices(_widget: Any = None) -> list[tuple[str, Any]]:
-        from plugin._learn import LEARNED
+        from ._learn import LEARNED
 
         return [("learned from the image (shipped start)", None)] + [(k, v) for k, v in LEARNED.items()]
 
@@ -148,7 +148,7 @@ class InpaintWidget(Container):
 
     def run(self, *_: Any) -> Job | None:
         """Inpaint the whole layer in the background."""
-        from plugin._common import notify_error
+        from ._common import notify_error
 
         if self.busy:
             return None
@@ -190,7 +190,7 @@ class InpaintWidget(Container):
         self.status.value = f"Added {kwargs['name']!r}."
 
     def _on_error(self, exc: BaseException) -> None:
-        from plugin._common import notify_error
+        from ._common import notify_error
 
         self.status.value = f"Error: {notify_error(exc)}"
 

@@ -17,7 +17,7 @@ from magicgui.widgets import (
     SpinBox,
 )
 
-from plugin._common import (
+from ._common import (
     Job,
     as_float,
     check_image_layer,

@@ -13,7 +13,7 @@ pytest.importorskip("napari")
 pytest.importorskip("npe2")
 
 import restore  # noqa: E402
-from plugin import _common, _denoise, _sample_data  # noqa: E402
+from restore_napari import _common, _denoise, _sample_data  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "plugin" / "napari.yaml"
@@ -63,7 +63,7 @@ def test_manifest_validates_and_commands_resolve():
 
 
 def test_importing_the_plugin_imports_no_qt():
-    code = ("import sys, plugin, plugin._common, plugin._denoise, plugin._sample_data\n"
+    code = ("import sys, restore_napari, restore_napari._common, restore_napari._denoise, restore_napari._sample_data\n"
             "qt = [m for m in sys.modules if m.split('.')[0] in ('qtpy', 'PyQt5', 'PyQt6', 'PySide2', 'PySide6')]\n"
             "assert not qt, qt\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)
@@ -78,7 +78,7 @@ def test_noisy_camera_is_float32_in_8bit_units_with_sigma_25_and_fixed_seed():
     [(data, meta, kind)] = _sample_data.noisy_camera()
     assert kind == "image" and meta["name"] == "camera"
     assert data.dtype == np.float32 and data.shape == (512, 512)
-    clean = _sample_data._read("camera.png").astype(np.float32)
+    clean = _sample_data.clean_camera().astype(np.float32)
     assert abs(float(np.std(data - clean)) - 25.0) < 0.5
     np.testing.assert_array_equal(data, _sample_data.noisy_camera()[0][0])
     assert abs(restore.estimate_sigma(data) - 25.0) < 2.5  # the widget's sigma reads about 25
@@ -92,7 +92,7 @@ def test_cat_with_text_burns_the_mask_in_and_returns_it_as_labels():
     mask = labels.astype(bool)
     assert 0.03 < mask.mean() < 0.1
     assert np.all(image[mask] == 255)
-    cat = _sample_data._read("chelsea_cat.png")[..., :3]
+    cat = _sample_data.clean_cat()
     np.testing.assert_array_equal(image[~mask], cat[~mask])
 
 

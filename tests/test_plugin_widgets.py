@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("napari")
 pytest.importorskip("pytestqt")
 
-from plugin import _common, _denoise  # noqa: E402
+from restore_napari import _common, _denoise  # noqa: E402
 
 pytestmark = pytest.mark.gui
 
@@ -69,7 +69,7 @@ def test_estimate_then_apply_on_sample_camera_adds_a_layer_keeping_scale_and_tra
     np.testing.assert_allclose(out.scale, (0.5, 2.0))
     np.testing.assert_allclose(out.translate, (3.0, -4.0))
     np.testing.assert_array_equal(src.data, before)  # the input is never modified
-    clean = _common.as_float(__import__("plugin._sample_data", fromlist=["_read"])._read("camera.png"))
+    clean = _common.as_float(__import__("restore_napari._sample_data", fromlist=["clean_camera"]).clean_camera())
     assert np.mean((out.data - clean) ** 2) < 0.25 * np.mean((src.data - clean) ** 2)
     assert "\u03bb" in widget.info.value and "SURE" in widget.info.value and "(given)" in widget.info.value
     assert "Added 'camera [tree_l2]'" in widget.status.value
