@@ -44,9 +44,11 @@ def preorder(parents):
 
     Roots and siblings are visited in increasing node id. Returns ``order``
     (preorder position -> node id; only the first ``n_visited`` entries are
-    valid), ``node_end`` and ``depth`` (per preorder position; a root has
-    depth 1) and ``n_visited``; a forest with a cycle has
-    ``n_visited < len(parents)``. ``parents`` must already be in [-1, N).
+    valid), ``node_end``, ``depth`` (a root has depth 1) and ``parent``
+    (preorder position of the parent, -1 for a root), all per preorder
+    position, ``pos`` (node id -> preorder position, -1 if not visited) and
+    ``n_visited``; a forest with a cycle has ``n_visited < len(parents)``.
+    ``parents`` must already be in [-1, N).
     """
     n = parents.shape[0]
     ptr = np.zeros(n + 2, dtype=np.int64)
@@ -82,17 +84,17 @@ def preorder(parents):
         pos[order[k]] = k
     node_end = np.empty(n, dtype=np.int64)
     depth = np.ones(n, dtype=np.int64)
+    parent = np.full(n, -1, dtype=np.int64)
     for k in range(count):
         pv = parents[order[k]]
         if pv >= 0:
-            depth[k] = depth[pos[pv]] + 1
+            parent[k] = pos[pv]
+            depth[k] = depth[parent[k]] + 1
     for k in range(count - 1, -1, -1):
-        v = order[k]
         node_end[k] = k + size[k]
-        pv = parents[v]
-        if pv >= 0:
-            size[pos[pv]] += size[k]
-    return order, node_end, depth, count
+        if parent[k] >= 0:
+            size[parent[k]] += size[k]
+    return order, node_end, depth, parent, pos, count
 
 
 # ---------------------------------------------------------------------------

@@ -11,23 +11,15 @@ a batch and the prox runs row-parallel in the numba kernels.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
+from ._progress import Cancelled, ProgressCallback
 from .proximal import _map_rows, _penalty_rows, _prox_range, check_penalty
 from .tree import Tree
 
 __all__ = ["Cancelled", "sparse_encode"]
-
-
-class Cancelled(Exception):  # noqa: N818 - reads as what happened
-    """Raised by a progress callback to stop a long computation between steps."""
-
-
-ProgressCallback = Callable[[int, int], None]
 
 
 def _lipschitz(D: np.ndarray, M: np.ndarray | None, n: int, spectrum: tuple[np.ndarray, np.ndarray] | None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -11,6 +11,8 @@ import numpy as np
 import pywt
 from numpy.typing import ArrayLike, NDArray
 
+from ._config import default_num_threads
+from ._progress import ProgressCallback, Steps
 from .proximal import PENALTIES, _prox_rows, check_penalty_name
 from .tree import Tree
 from .wavelet import _check_wavelet, default_level, wavelet_quadtree
@@ -81,6 +83,11 @@ class _Plan:
     n_approx: int
     tree: Tree
 
+    @property
+    def n_coeffs(self) -> int:
+        """Number of wavelet coefficients of a padded plane."""
+        return self.padded[0] * self.padded[1]
+
     def forward(self, plane: np.ndarray, shift: tuple[int, int] = (0, 0)) -> np.ndarray:
         h, w = self.shape
         x = plane
@@ -103,12 +110,12 @@ class _Plan:
 def _plan(shape: tuple[int, int], wavelet: str, level: int, penalize_approx: bool) -> _Plan:
     step = 1 << level
     padded = tuple(-(-s // step) * step for s in shape)
-    zeros = np.zeros(padded)
-    with np.errstate(all="ignore"):
-        coeffs = pywt.wavedec2(zeros, wavelet, mode="periodization", level=level)
+    band_shapes = pywt.wavedecn_shapes(padded, wavelet, mode="periodization", level=level)
+    coeffs = [np.zeros(band_shapes[0])] + [tuple(np.zeros(d[k]) for k in ("da", "ad", "dd"))
+                                           for d in band_shapes[1:]]
     _, slices, shapes = pywt.ravel_coeffs(coeffs)
     tree = wavelet_quadtree(padded, wavelet, level, penalize_approx)
-    n_approx = int(np.prod(coeffs[0].shape))
+    n_approx = int(np.prod(band_shapes[0]))
     return _Plan(tuple(shape), padded, wavelet, level, slices, shapes, n_approx, tree)
 
 
@@ -217,9 +224,17 @@ def _sure_search(risk, lo: float = 0.02, hi: float = 5.0, n_grid: int = 13, n_go
     return float(best_t)
 
 
+# SURE's search over t = lam / sigma: a log grid over this range, then golden-section steps around its best
+# point. The best t of tree_l2 on natural images lies in 0.5 to 1.3 (benchmarks/calibrate_rule.py).
+_SURE_T_RANGE = (0.05, 4.0)
+_SURE_GRID = 9  # points of the grid
+_SURE_GOLDEN = 8  # golden-section steps: the bracket shrinks to 0.618**8 = 2 % of its log-width
+_SURE_EVALS = _SURE_GRID + 2 + _SURE_GOLDEN  # risk evaluations (one progress step each)
+
+
 def _sure_lam(c: np.ndarray, sigma: float, penalty: str, plan: _Plan, penalize_approx: bool,
-              rng: np.random.Generator) -> float:
-    """Lam minimising Stein's unbiased risk estimate of the shrinkage of c."""
+              rng: np.random.Generator, step: Callable[[], None] | None = None) -> float:
+    """Lam minimising Stein's unbiased risk estimate of the shrinkage of c; ``step()`` after each evaluation."""
     if sigma == 0:
         return 0.0
     if penalty == "l1":  # exact SURE (SureShrink): the divergence counts survivors
@@ -241,9 +256,12 @@ def _sure_lam(c: np.ndarray, sigma: float, penalty: str, plan: _Plan, penalize_a
         np.copyto(work, base)
         _shrink_rows(work, t * sigma, penalty, plan, penalize_approx)
         div = probe @ (work[1] - work[0]) / eps
+        if step is not None:
+            step()
         return float(np.sum((work[0] - c) ** 2) - p * sigma**2 + 2 * sigma**2 * div)
 
-    return _sure_search(risk, lo=0.05, hi=4.0, n_grid=9, n_golden=8) * sigma
+    return _sure_search(risk, lo=_SURE_T_RANGE[0], hi=_SURE_T_RANGE[1], n_grid=_SURE_GRID,
+                        n_golden=_SURE_GOLDEN) * sigma
 
 
 def _rule_lam(sigma: float, data_range: float, penalty: str) -> float:
@@ -272,6 +290,7 @@ def choose_lam(
     penalize_approx: bool = False,
     channel_axis: int | None = None,
     rng: int | np.random.Generator | None = None,
+    progress: ProgressCallback | None = None,
 ) -> LamChoice:
     """Choose ``lam`` for :func:`denoise_wavelet_tree` from the noisy image alone.
 
@@ -297,6 +316,9 @@ def choose_lam(
         Axis of the colour channels.
     rng : int or numpy.random.Generator, optional
         Seed of the SURE probe; default 0, so the choice is reproducible.
+    progress : callable, optional
+        ``progress(done, total)`` after each evaluation of SURE's risk; it
+        may raise :class:`restore.Cancelled` to stop.
 
     Returns
     -------
@@ -312,16 +334,30 @@ def choose_lam(
     method = _resolve_method(method, penalty)
     sigmas = _channel_sigmas(sigma, channels)
     gen = np.random.default_rng(0 if rng is None else rng)
-    lams = tuple(_lam_for_plane(ch, s, penalty, method, plan, penalize_approx, gen)
+    steps = Steps(progress, len(channels) * _lam_steps(method, penalty), start=True)
+    lams = tuple(_lam_for_plane(ch, s, penalty, method, plan, penalize_approx, gen, steps)
                  for ch, s in zip(channels, sigmas, strict=True))
     return LamChoice(lam=lams, sigma=tuple(float(s) for s in sigmas), method=method)
 
 
-def _lam_for_plane(plane, sigma, penalty, method, plan, penalize_approx, gen) -> float:
+def _lam_for_plane(plane, sigma, penalty, method, plan, penalize_approx, gen, steps: Steps | None = None) -> float:
+    """Lam of one channel; ``steps()`` after the transform and after each evaluation (see :func:`_lam_steps`)."""
+    step = steps if steps is not None else (lambda: None)
     c = plan.forward(plane)
-    if method == "sure":
-        return _sure_lam(c, sigma, penalty, plan, penalize_approx, gen)
-    return _rule_lam(sigma, _data_range(c, plan), penalty)
+    step()
+    if method == "sure" and penalty != "l1":
+        return _sure_lam(c, sigma, penalty, plan, penalize_approx, gen, step)
+    lam = (_sure_lam(c, sigma, penalty, plan, penalize_approx, gen) if method == "sure"
+           else _rule_lam(sigma, _data_range(c, plan), penalty))
+    step()
+    return lam
+
+
+def _lam_steps(method: str | None, penalty: str) -> int:
+    """Progress steps of choosing lam for one channel: the transform, then each evaluation (one for l1's and the rule)."""
+    if method is None:
+        return 0
+    return 1 + (_SURE_EVALS if method == "sure" and penalty != "l1" else 1)
 
 
 # ---------------------------------------------------------------------------
@@ -341,6 +377,7 @@ def denoise_wavelet_tree(
     cycle_spins: int = 0,
     channel_axis: int | None = None,
     rng: int | np.random.Generator | None = None,
+    progress: ProgressCallback | None = None,
 ) -> NDArray[np.floating]:
     r"""Denoise an image by tree-structured shrinkage of its wavelet coefficients.
 
@@ -388,6 +425,11 @@ def denoise_wavelet_tree(
         differences), other counts channel by channel.
     rng : int or numpy.random.Generator, optional
         Seed of the SURE probe (default 0: reproducible results).
+    progress : callable, optional
+        ``progress(done, total)`` after each step: each evaluation of SURE's
+        risk, each transform and each shrinkage of a group of shifts (under
+        a second each on a 4096 x 4096 plane). It may raise
+        :class:`restore.Cancelled` to stop; nothing is returned then.
 
     Returns
     -------
@@ -453,6 +495,10 @@ def denoise_wavelet_tree(
     gen = np.random.default_rng(0 if rng is None else rng)
     out = np.empty(x.shape, dtype=np.float64)
     lead = x.shape[:-3] if channel_axis is not None else x.shape[:-2]
+    n_channels = x.shape[-1] if channel_axis is not None else 1
+    n_shifts = max(cycle_spins, 1)
+    per_channel = _lam_steps(method, penalty) + _shrink_steps(n_shifts) + (sigma is None and method is not None)
+    steps = Steps(progress, int(np.prod(lead, dtype=np.int64)) * n_channels * per_channel, start=True)
     for idx in np.ndindex(*lead):
         plane = x[idx]
         channels = _to_channels(plane, -1 if channel_axis is not None else None)
@@ -460,9 +506,11 @@ def denoise_wavelet_tree(
             lams = _per_channel(lam, len(channels), "lam")
         else:
             sigmas = _channel_sigmas(sigma, channels)
-            lams = [_lam_for_plane(ch, s, penalty, method, plan, penalize_approx, gen)
+            if sigma is None:
+                steps(len(channels))
+            lams = [_lam_for_plane(ch, s, penalty, method, plan, penalize_approx, gen, steps)
                     for ch, s in zip(channels, sigmas, strict=True)]
-        den = [_denoise_plane(ch, lm, penalty, plan, penalize_approx, cycle_spins)
+        den = [_denoise_plane(ch, lm, penalty, plan, penalize_approx, n_shifts, steps)
                for ch, lm in zip(channels, lams, strict=True)]
         out[idx] = _from_channels(den, channel_axis is not None)
     if channel_axis is not None:
@@ -470,15 +518,35 @@ def denoise_wavelet_tree(
     return out.astype(img.dtype, copy=False)
 
 
+def _shift_groups(n_shifts: int) -> list[list[tuple[int, int]]]:
+    """The shifts in groups of one per thread: each group is shrunk as one batch (one row per thread)."""
+    shifts = _shifts(n_shifts)
+    k = default_num_threads()
+    return [shifts[i:i + k] for i in range(0, n_shifts, k)]
+
+
+def _shrink_steps(n_shifts: int) -> int:
+    """Progress steps of :func:`_denoise_plane`: a forward and an inverse transform per shift, a prox per group."""
+    return 2 * n_shifts + len(_shift_groups(n_shifts))
+
+
 def _denoise_plane(plane: np.ndarray, lam: float, penalty: str, plan: _Plan, penalize_approx: bool,
-                   cycle_spins: int) -> np.ndarray:
-    shifts = _shifts(max(cycle_spins, 1))
-    C = np.stack([plan.forward(plane, s) for s in shifts])
-    _shrink_rows(C, lam, penalty, plan, penalize_approx)
-    acc = plan.inverse(C[0], shifts[0])
-    for row, s in zip(C[1:], shifts[1:], strict=True):
-        acc += plan.inverse(row, s)
-    return acc / len(shifts) if len(shifts) > 1 else acc
+                   n_shifts: int, steps: Steps | None = None) -> np.ndarray:
+    """Average over ``n_shifts`` circular shifts of transform, prox, inverse; ``steps()`` after each stage."""
+    step = steps if steps is not None else (lambda: None)
+    acc = None
+    for group in _shift_groups(n_shifts):
+        C = np.empty((len(group), plan.n_coeffs))
+        for row, s in zip(C, group, strict=True):
+            row[:] = plan.forward(plane, s)
+            step()
+        _shrink_rows(C, lam, penalty, plan, penalize_approx)
+        step()
+        for row, s in zip(C, group, strict=True):
+            rec = plan.inverse(row, s)
+            acc = rec if acc is None else acc + rec
+            step()
+    return acc / n_shifts if n_shifts > 1 else acc
 
 
 def _shifts(k: int) -> list[tuple[int, int]]:

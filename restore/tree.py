@@ -133,10 +133,7 @@ class Tree:
         """
         par = _as_int_vector(parents, "parents")
         n_nodes = par.shape[0]
-        if groups is None:
-            owner = np.arange(n_nodes, dtype=np.int64)
-        else:
-            owner = _owner_from_groups(groups, n_nodes)
+        owner = None if groups is None else _owner_from_groups(groups, n_nodes)
         return cls._build(par, owner, weights)
 
     @classmethod
@@ -170,11 +167,11 @@ class Tree:
             parents.append(np.repeat(np.arange(start, start + width, dtype=np.int64), b))
             start, width = start + width, width * b
         par = np.concatenate(parents)
-        return cls._build(par, np.arange(par.shape[0], dtype=np.int64), None)
+        return cls._build(par, None, None)
 
     @classmethod
-    def _build(cls, par: np.ndarray, owner: np.ndarray, weights: ArrayLike | None) -> Tree:
-        """Validate and lay out; ``owner[j]`` is the node owning variable ``j``."""
+    def _build(cls, par: np.ndarray, owner: np.ndarray | None, weights: ArrayLike | None) -> Tree:
+        """Validate and lay out; ``owner[j]`` is the node owning variable ``j`` (None: node j owns j)."""
         n_nodes = par.shape[0]
         if n_nodes and (par.min() < -1 or par.max() >= n_nodes):
             bad = int(np.flatnonzero((par < -1) | (par >= n_nodes))[0])
@@ -190,24 +187,24 @@ class Tree:
             if not np.all(np.isfinite(w)) or np.any(w < 0):
                 bad = int(np.flatnonzero(~np.isfinite(w) | (w < 0))[0])
                 raise ValueError(f"weights must be finite and >= 0, got weights[{bad}] = {w[bad]}")
-        order, node_end, depth_pre, count = _core.preorder(par)
+        order, node_end, depth_pre, parent_pre, pos, count = _core.preorder(par)
         if count < n_nodes:
-            seen = np.zeros(n_nodes, dtype=bool)
-            seen[order[:count]] = True
-            bad = int(np.flatnonzero(~seen)[0])
+            bad = int(np.flatnonzero(pos < 0)[0])
             raise ValueError(f"parents contains a cycle: node {bad} is not below any root")
-        pos = np.empty(n_nodes, dtype=np.int64)
-        pos[order] = np.arange(n_nodes, dtype=np.int64)
-        parent_pre = np.where(par[order] >= 0, pos[np.maximum(par[order], 0)], -1)
-        node_of_var = pos[owner]
-        perm = np.argsort(node_of_var, kind="stable")
-        own_ptr = np.zeros(n_nodes + 1, dtype=np.int64)
-        np.cumsum(np.bincount(node_of_var, minlength=n_nodes), out=own_ptr[1:])
+        if owner is None:  # node n owns variable n: the layout is the preorder itself
+            owner = np.arange(n_nodes, dtype=np.int64)
+            perm = order.copy()
+            own_ptr = np.arange(n_nodes + 1, dtype=np.int64)
+        else:
+            node_of_var = pos[owner]
+            perm = np.argsort(node_of_var, kind="stable").astype(np.int64)
+            own_ptr = np.zeros(n_nodes + 1, dtype=np.int64)
+            np.cumsum(np.bincount(node_of_var, minlength=n_nodes), out=own_ptr[1:])
         flat = _Flat(
-            perm=_readonly(perm.astype(np.int64)),
+            perm=_readonly(perm),
             own_ptr=_readonly(own_ptr),
-            node_end=_readonly(np.ascontiguousarray(node_end, dtype=np.int64)),
-            parent=_readonly(parent_pre.astype(np.int64)),
+            node_end=_readonly(node_end),
+            parent=_readonly(parent_pre),
             weights=_readonly(np.ascontiguousarray(w[order])),
         )
         return cls(

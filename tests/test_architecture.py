@@ -10,6 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RANK = {
     "_config": 0,
     "_io": 0,
+    "_progress": 0,
     "_core": 1,
     "tree": 2,
     "proximal": 3,

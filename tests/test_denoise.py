@@ -181,3 +181,30 @@ def test_bad_images():
         denoise_wavelet_tree(np.zeros((1, 16)), lam=1.0)
     with pytest.raises(ValueError, match="real numeric"):
         denoise_wavelet_tree(np.zeros((4, 4), dtype=complex))
+
+
+def test_progress_moves_within_one_plane_and_cancel_stops_it(camera, rng):
+    from restore import Cancelled
+
+    noisy = camera + 0.1 * rng.standard_normal(camera.shape)
+    reports = []
+    out = denoise_wavelet_tree(noisy, sigma=0.1, cycle_spins=4, progress=lambda d, t: reports.append((d, t)))
+    np.testing.assert_array_equal(out, denoise_wavelet_tree(noisy, sigma=0.1, cycle_spins=4))
+    totals = {t for _, t in reports}
+    assert len(totals) == 1 and len(reports) > 20  # SURE's evaluations and every shift's stages
+    done = [d for d, _ in reports]
+    assert done == sorted(done) and done[0] == 0 and done[-1] == totals.pop()
+
+    def stop_at_third(done, total):
+        if done >= 3:
+            raise Cancelled
+    with pytest.raises(Cancelled):
+        denoise_wavelet_tree(noisy, sigma=0.1, cycle_spins=4, progress=stop_at_third)
+
+
+def test_choose_lam_reports_each_sure_evaluation(camera, rng):
+    noisy = camera + 0.1 * rng.standard_normal(camera.shape)
+    reports = []
+    choice = choose_lam(noisy, sigma=0.1, progress=lambda d, t: reports.append(d))
+    assert choice == choose_lam(noisy, sigma=0.1)
+    assert len(reports) > 10 and reports == sorted(reports)
