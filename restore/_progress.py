@@ -39,6 +39,11 @@ class Steps:
         if self.progress is not None:
             self.progress(self.done, self.total)
 
+    def tick(self) -> None:
+        """Report again without counting a step: a chance to cancel inside a long step."""
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
     def callback(self, n_steps: int) -> ProgressCallback | None:
         """A callback for a sub-computation of ``n_steps`` of our steps, reporting ``(done, total)`` of its own."""
         if self.progress is None:

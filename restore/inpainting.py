@@ -6,7 +6,6 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
@@ -18,6 +17,7 @@ from threadpoolctl import threadpool_limits
 
 from . import _core_diffusion
 from ._config import default_num_threads
+from ._progress import ProgressCallback, Steps
 from .coding import _sparse_encode
 from .learning import TreeDictionaryLearning
 
@@ -25,10 +25,9 @@ __all__ = ["default_dictionary", "inpaint", "learn_dictionary"]
 
 log = logging.getLogger("restore.inpainting")
 
-ProgressCallback = Callable[[int, int], None]
-
 _DEFAULT_DICT = "dict_grey_8x8.npz"
 _MIN_COMPLETE = 2000
+_LEARN_BATCH = 256  # patches per mini-batch of learn_dictionary
 # lam of the passes, geometric from the first to the last: detail builds up as lam falls; below 0.005 the
 # passes start to copy their own errors on some photos (coffee, barbara, chelsea with 70 % missing)
 _DEFAULT_LAM = (0.02, 0.005)
@@ -203,7 +202,7 @@ def learn_dictionary(
         raise ValueError(f"only {len(Z)} usable patches: give larger or less masked images")
     if init is not None:
         branching, penalty, n_atoms = init.branching, init.penalty, init.n_atoms
-    est = TreeDictionaryLearning(tuple(branching), penalty=penalty, n_atoms=n_atoms, lam=lam, batch_size=256,
+    est = TreeDictionaryLearning(tuple(branching), penalty=penalty, n_atoms=n_atoms, lam=lam, batch_size=_LEARN_BATCH,
                                  n_epochs=n_epochs, max_code_iter=50,
                                  dict_init=None if init is None else init.components_, rng=gen, progress=progress)
     return est.fit(Z)
@@ -310,9 +309,11 @@ def inpaint(
         Randomness of the training-patch sample and of the grid shifts
         (default 0).
     progress : callable, optional
-        ``progress(done, total)`` after each cycle of the diffusion and
-        each batch of patches; may raise :class:`restore.Cancelled` to
-        stop (nothing is returned then).
+        ``progress(done, total)`` after each step of every stage: the
+        mini-batches of the dictionary's adaptation, the bands and
+        conjugate-gradient iterations of the interpolation, the cycles of
+        the diffusion and the batches of patches. It may raise
+        :class:`restore.Cancelled` to stop (nothing is returned then).
 
     Returns
     -------
@@ -345,37 +346,39 @@ def inpaint(
         raise ValueError("image contains NaN or infinite values at known pixels")
     gen = np.random.default_rng(0 if rng is None else rng)
     est = _resolve_dictionary(dictionary, patch_size)
-    t0 = time.perf_counter()
     n_complete = int(np.count_nonzero(_window_sums(M, patch_size) == 0)) if dictionary is None else 0
-    if n_complete >= _MIN_COMPLETE:
-        # enough complete patches: adapt to the image, warm started from the shipped dictionary.
-        # (With random pixel loss there are few; the generic dictionary then does better than
-        # masked learning from scratch, and is used as is.)
-        est = learn_dictionary(img, masks=M, patch_size=patch_size, n_patches=n_train, init=est, rng=gen,
-                               channel_axis=-1, **({} if est is None else {"lam": est.lam}))
-    log.info("dictionary ready in %.2f s", time.perf_counter() - t0)
-    if est is None:
+    # enough complete patches: adapt to the image, warm started from the shipped dictionary. (With random
+    # pixel loss there are few; the generic dictionary then does better than masked learning from scratch.)
+    adapt = n_complete >= _MIN_COMPLETE
+    if est is None and not adapt:
         raise ValueError(f"no dictionary for {patch_size}x{patch_size} patches ships with the package and the "
                          "image has too few complete patches to learn one: pass dictionary=")
     grids = _pass_grids(M, patch_size, stride, len(lams), gen)
-    # one progress count: the cycles of the diffusion, then the batches of patches
+    # one progress count over the stages, each step of each under about a second on 16 MP
+    n_learn = -(-min(n_train, n_complete) // _LEARN_BATCH) if adapt else 0
+    bands = _bands(H, W)
     n_cycles = len(_fed_cycle()[1])
-    total = n_cycles + sum(-(-len(r) // batch_size) for r, _ in grids)
-
-    def report(offset: int) -> ProgressCallback | None:
-        return None if progress is None else (lambda done, _: progress(offset + done, total))
-
+    n_batches = sum(-(-len(r) // batch_size) for r, _ in grids)
+    steps = Steps(progress, n_learn + len(bands) * (n_ch + 1) + n_cycles + n_batches, start=True)
     t0 = time.perf_counter()
-    prior, diffused = _sharpen(_biharmonic_fill(img, M), M, default_num_threads(), report(0))
+    if adapt:
+        est = learn_dictionary(img, masks=M, patch_size=patch_size, n_patches=n_train, init=est, rng=gen,
+                               channel_axis=-1, progress=steps.callback(n_learn),
+                               **({} if est is None else {"lam": est.lam}))
+        steps.done = n_learn
+    log.info("dictionary ready in %.2f s", time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    prior = _biharmonic_fill(img, M, steps)
+    prior, diffused = _sharpen(prior, M, default_num_threads(), steps.callback(n_cycles))
     t_prior = time.perf_counter() - t0
     # the dictionary codes the luminance; colour differences keep the start's (smooth: 2 to 8 % of the error)
     lum = _luminance(prior)
     start = lum[M]
-    weight = _passes_weight(lum, M)
+    weight = _passes_weight(lum, M, steps)
     D = est.components_
     coder = (D, est.penalty, est.tree_, max_iter, np.linalg.eigh(D @ D.T))
     t0 = time.perf_counter()
-    _refine_luminance(lum, M, patch_size, grids, lams, batch_size, coder, report(n_cycles))
+    _refine_luminance(lum, M, patch_size, grids, lams, batch_size, coder, steps.callback(n_batches))
     log.info("interpolated in %.2f s, coded and averaged patches in %.2f s", t_prior, time.perf_counter() - t0)
     # weight * (start + the passes' change) + (1 - weight) * the diffusion: on straight edges the result leans
     # on the diffusion alone, not on its blend with the interpolant
@@ -521,7 +524,7 @@ def _refine_luminance(lum: np.ndarray, missing: np.ndarray, patch_size: int,
     return lum
 
 
-def _biharmonic_fill(img: np.ndarray, missing: np.ndarray) -> np.ndarray:
+def _biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = None) -> np.ndarray:
     """The image (channels last) with its missing pixels set to the biharmonic interpolant of the known ones.
 
     The interpolant of :func:`skimage.restoration.inpaint_biharmonic`
@@ -529,13 +532,17 @@ def _biharmonic_fill(img: np.ndarray, missing: np.ndarray) -> np.ndarray:
     gradients on the normal equations of the discrete Laplacian restricted
     to the missing pixels, in bands of rows with a margin of context, which
     bound the memory (about 200 bytes per missing pixel of a band).
+    ``steps()`` after each channel of each band; the conjugate gradients
+    report their iterations through ``steps.tick`` (for Cancel).
     """
-    H, W, _ = img.shape
+    H, W, n_ch = img.shape
     out = img.copy()
     for r0, r1, a, b in _bands(H, W):
         m = missing[r0:r1]
         if m.any():
-            out[r0:r1][m] = _biharmonic_band(img[a:b], missing[a:b])[r0 - a:r1 - a][m]
+            out[r0:r1][m] = _biharmonic_band(img[a:b], missing[a:b], steps)[r0 - a:r1 - a][m]
+        elif steps is not None:
+            steps(n_ch)
     return out
 
 
@@ -627,7 +634,7 @@ def _sharpen(img: np.ndarray, missing: np.ndarray, n_threads: int,
     return img, diffused
 
 
-def _passes_weight(lum: np.ndarray, missing: np.ndarray) -> np.ndarray:
+def _passes_weight(lum: np.ndarray, missing: np.ndarray, steps: Steps | None = None) -> np.ndarray:
     """Weight of the passes' result against the diffusion alone, per missing pixel: 1, down to 1/3 on straight edges.
 
     On straight edges the diffusion is better than the average of patch
@@ -653,6 +660,8 @@ def _passes_weight(lum: np.ndarray, missing: np.ndarray) -> np.ndarray:
     weight = np.empty(int(np.count_nonzero(missing)), dtype=lum.dtype)
     done = 0
     for r0, r1, a, b in _bands(H, W):
+        if steps is not None:
+            steps()
         m = missing[r0:r1]
         n = int(np.count_nonzero(m))
         if n == 0:
@@ -689,7 +698,7 @@ def _normalized_convolution(img: np.ndarray, missing: np.ndarray) -> np.ndarray:
     return out
 
 
-def _biharmonic_band(img: np.ndarray, missing: np.ndarray) -> np.ndarray:
+def _biharmonic_band(img: np.ndarray, missing: np.ndarray, steps: Steps | None = None) -> np.ndarray:
     """Biharmonic interpolation of one band (see :func:`_biharmonic_fill`); float64 result."""
     from scipy import sparse
     from scipy.sparse.linalg import cg
@@ -731,8 +740,10 @@ def _biharmonic_band(img: np.ndarray, missing: np.ndarray) -> np.ndarray:
     start = _normalized_convolution(img, missing).reshape(h * w, n_ch)[unknown]
     for ch in range(n_ch):
         x, _ = cg(A, rhs[:, ch], x0=start[:, ch], rtol=_CG_TOL, maxiter=10 * int(np.sqrt(len(unknown))) + 100,
-                  M=jacobi)
+                  M=jacobi, callback=None if steps is None else (lambda _x: steps.tick()))
         flat[unknown, ch] = x
+        if steps is not None:
+            steps()
     return flat.reshape(h, w, n_ch)
 
 

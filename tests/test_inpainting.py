@@ -244,8 +244,9 @@ def test_given_dictionary_progress_and_cancel(photo, strokes, tmp_path):
     out = inpaint(photo, strokes, dictionary=path, channel_axis=-1, batch_size=500,
                   progress=lambda d, t: calls.append((d, t)))
     done, total = np.array(calls).T
-    # one count: the cycles of the diffusion, then the batches of patches
-    assert np.all(total == total[0]) and np.array_equal(done, np.arange(1, total[0] + 1))
+    # one count over every stage: interpolation, diffusion, edge weights, batches of patches
+    assert np.all(total == total[0]) and done[0] == 0 and done[-1] == total[0]
+    assert np.all(np.diff(done) >= 0) and len(np.unique(done)) == total[0] + 1
     np.testing.assert_array_equal(out[~strokes], photo[~strokes])
 
     def cancel(done, total):
@@ -253,6 +254,27 @@ def test_given_dictionary_progress_and_cancel(photo, strokes, tmp_path):
 
     with pytest.raises(Cancelled):
         inpaint(photo, strokes, dictionary=est, channel_axis=-1, progress=cancel)
+
+
+def test_progress_covers_the_dictionarys_adaptation_and_cancels_in_it(photo, strokes):
+    calls = []
+    inpaint(photo, strokes, channel_axis=-1, n_train=3000, progress=lambda d, t: calls.append((d, t)))
+    done, total = np.array(calls).T
+    assert np.all(total == total[0]) and done[-1] == total[0] and np.all(np.diff(done) >= 0)
+    # the default dictionary is adapted to the image first: its mini-batches are steps too
+    n_learn = -(-3000 // 256)
+    assert len(np.unique(done[done <= n_learn])) >= n_learn // 2
+
+    seen = []
+
+    def cancel_in_learning(d, t):
+        seen.append(d)
+        if d >= 2:
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        inpaint(photo, strokes, channel_axis=-1, n_train=3000, progress=cancel_in_learning)
+    assert max(seen) <= n_learn
 
 
 def test_default_dictionary_ships():
