@@ -28,8 +28,9 @@ import numpy as np
 from ._config import default_num_threads
 from ._io import atomic_path, atomic_write_text
 from .denoise import _lam_for_plane, _plan, _resolve_method, _shrink_rows, _sure_search
+from ._validation import check_wavelet as _check_wavelet
 from .proximal import check_penalty_name
-from .wavelet import _check_wavelet, default_level
+from .wavelet import default_level
 
 __all__ = ["EvaluationConfig", "evaluate_denoising", "evaluate_inpainting", "evaluate_patches", "load_grey_images"]
 
@@ -706,7 +707,7 @@ def evaluate_patches(
     k = Tree.balanced(branching).n_vars
     rows = []
     for method, kw in (("tree", {"penalty": "tree_l2"}), ("flat", {"penalty": "l1", "n_atoms": k})):
-        ests = [TreeDictionaryLearning(tuple(branching), lam=lam, n_epochs=n_epochs, rng=seed, **kw).fit(Xtr)
+        ests = [TreeDictionaryLearning(tuple(branching), lam=lam, n_epochs=n_epochs, random_state=seed, **kw).fit(Xtr)
                 for lam in learn_lams]
         for rate in missing:
             mval = np.random.default_rng([seed, int(rate * 1000)]).random(Xval.shape) >= rate

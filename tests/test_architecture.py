@@ -11,6 +11,7 @@ RANK = {
     "_config": 0,
     "_io": 0,
     "_progress": 0,
+    "_validation": 0,
     "_core": 1,
     "tree": 2,
     "proximal": 3,
