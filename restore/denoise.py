@@ -207,8 +207,11 @@ def _noise_sigma(img: np.ndarray) -> float:
     return float(np.quantile(per_block, _BLOCK_QUANTILE) / _BLOCK_BIAS)
 
 
-def _sure_search(risk, lo: float = 0.02, hi: float = 5.0, n_grid: int = 13, n_golden: int = 12) -> float:
-    """Minimise ``risk(t)`` over t > 0: log-spaced grid, then golden section."""
+def log_search(risk: Callable[[float], float], lo: float, hi: float, n_grid: int, n_golden: int) -> float:
+    """Minimise ``risk(t)`` over t in [lo, hi]: a log-spaced grid, then golden section around its best point.
+
+    ``n_grid + 2 + n_golden`` evaluations. Internal: shared with :mod:`restore.evaluate`.
+    """
     grid = np.geomspace(lo, hi, n_grid)
     values = [risk(t) for t in grid]
     i = int(np.argmin(values))
@@ -269,16 +272,23 @@ def _sure_lam(c: np.ndarray, sigma: float, penalty: str, plan: _Plan, penalize_a
             step()
         return float(np.sum((work[0] - c) ** 2) - p * sigma**2 + 2 * sigma**2 * div)
 
-    return _sure_search(risk, lo=_SURE_T_RANGE[0], hi=_SURE_T_RANGE[1], n_grid=_SURE_GRID,
-                        n_golden=_SURE_GOLDEN) * sigma
+    return log_search(risk, lo=_SURE_T_RANGE[0], hi=_SURE_T_RANGE[1], n_grid=_SURE_GRID,
+                      n_golden=_SURE_GOLDEN) * sigma
 
 
 def _rule_lam(sigma: float, data_range: float, penalty: str) -> float:
     s8 = 255.0 * sigma / data_range if data_range > 0 else 0.0
     t = float(np.interp(np.log(max(s8, 1e-12)), np.log(_RULE_SIGMAS), _RULE_T[penalty]))
-    if penalty in ("l0", "tree_l0"):
-        return 0.5 * (t * sigma) ** 2
-    return t * sigma
+    return lam_from_threshold(t, sigma, penalty)
+
+
+def lam_from_threshold(t: float, sigma: float, penalty: str) -> float:
+    """The lam whose threshold on a single coefficient is ``t * sigma``.
+
+    ``lam = t * sigma`` for the convex penalties, ``(t * sigma)**2 / 2`` for
+    ``l0`` and ``tree_l0``. Internal: shared with :mod:`restore.evaluate`.
+    """
+    return 0.5 * (t * sigma) ** 2 if penalty in ("l0", "tree_l0") else t * sigma
 
 
 def _data_range(c: np.ndarray, plan: _Plan) -> float:
@@ -363,7 +373,7 @@ def _lam_for_plane(plane, sigma, penalty, method, plan, penalize_approx, gen, st
 
 
 def _lam_steps(method: str | None, penalty: str) -> int:
-    """Progress steps of choosing lam for one channel: the transform, then each evaluation (one for l1's and the rule)."""
+    """Progress steps of choosing lam for one channel: the transform, then each evaluation (l1 and the rule: one)."""
     if method is None:
         return 0
     return 1 + (_SURE_EVALS if method == "sure" and penalty != "l1" else 1)
@@ -616,3 +626,47 @@ def _channel_sigmas(sigma, channels: list[np.ndarray]) -> list[float]:
 
 
 assert set(_RULE_T) == set(PENALTIES)
+
+
+# ---------------------------------------------------------------------------
+# Internal interface: the steps of denoise_wavelet_tree one at a time
+# ---------------------------------------------------------------------------
+
+
+class PlaneDenoiser:
+    """Transform a plane once, then shrink its coefficients at any lam: for protocols that try many.
+
+    Internal (used by :mod:`restore.evaluate`), not part of ``restore``'s
+    public API. Grey planes of one shape, one wavelet and penalty, the
+    approximation band not penalised, no cycle spinning: the settings of
+    :func:`denoise_wavelet_tree`'s defaults.
+
+    Parameters
+    ----------
+    shape : (int, int)
+        Plane shape.
+    wavelet, penalty : str
+        As in :func:`denoise_wavelet_tree`.
+    """
+
+    def __init__(self, shape: tuple[int, int], wavelet: str, penalty: str) -> None:
+        self.penalty = penalty
+        self._plan = _setup(shape, penalty, wavelet, None, False)
+        self._work = np.empty((1, self._plan.n_coeffs))
+
+    def transform(self, plane: np.ndarray) -> np.ndarray:
+        """The wavelet coefficients of a plane (float64 vector)."""
+        return self._plan.forward(np.asarray(plane, dtype=np.float64))
+
+    def shrink(self, coeffs: np.ndarray, lam: float) -> np.ndarray:
+        """The denoised plane: the prox of ``coeffs`` at ``lam``, transformed back."""
+        self._work[0] = coeffs
+        _shrink_rows(self._work, lam, self.penalty, self._plan, False)
+        return self._plan.inverse(self._work[0])
+
+    def automatic_lam(self, plane: np.ndarray, sigma: float, rng: np.random.Generator) -> float:
+        """The lam :func:`denoise_wavelet_tree` would choose with a known ``sigma`` (SURE or the rule)."""
+        method = _resolve_method(None, self.penalty)
+        return _lam_for_plane(np.asarray(plane, dtype=np.float64), sigma, self.penalty, method, self._plan, False,
+                              rng)
+

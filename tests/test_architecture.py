@@ -69,6 +69,19 @@ def test_plugin_uses_only_the_public_api():
                     f"{path.name} imports private {imp}")
 
 
+def _private_names_imported(path: Path) -> list[str]:
+    """``from restore.x import _name``: names private to another module (private modules' public names are fine)."""
+    tree = ast.parse(path.read_text())
+    return [f"{node.module}.{a.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+            for a in node.names if a.name.startswith("_") and (node.level or (node.module or "").startswith("restore"))]
+
+
+def test_jobs_above_the_solvers_use_no_private_names_of_other_modules():
+    upper = sorted((ROOT / "restore" / "evaluate").rglob("*.py")) + [ROOT / "restore" / "cli.py"]
+    for path in upper:
+        assert not _private_names_imported(path), f"{path.relative_to(ROOT)} imports private names"
+
+
 def _jit_decorators(path: Path):
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):

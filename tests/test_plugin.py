@@ -12,8 +12,9 @@ import pytest
 pytest.importorskip("napari")
 pytest.importorskip("npe2")
 
-import restore  # noqa: E402
 from restore_napari import _common, _denoise, _sample_data  # noqa: E402
+
+import restore  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "plugin" / "napari.yaml"
