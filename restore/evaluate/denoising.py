@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validation import check_int, check_wavelet
+from .._validation import check_choice, check_int, check_number, check_wavelet
 from ..denoise import PlaneDenoiser, lam_from_threshold, log_search
-from ..proximal import check_penalty_name
+from ..proximal import PENALTIES
 from .report import csv_text, markdown_table, write_plot
 from .runner import IMAGE_SUFFIXES, OutputFolder, Unit
 
@@ -47,16 +47,18 @@ class EvaluationConfig:
 
     def validate(self) -> None:
         """Raise ValueError on an invalid setting."""
-        if not self.sigmas or any(not np.isfinite(s) or s <= 0 for s in self.sigmas):
-            raise ValueError(f"sigmas must be positive numbers, got {self.sigmas!r}")
+        if not self.sigmas:
+            raise ValueError("sigmas is empty: give at least one noise level")
+        for s in self.sigmas:
+            check_number("sigmas", s, strict=True)
         for w in self.wavelets:
             check_wavelet(w)
         for p in self.penalties:
-            check_penalty_name(p)
+            check_choice("penalty", p, PENALTIES, plural="penalties")
         for m in self.lam_modes:
-            if m not in LAM_MODES:
-                raise ValueError(f"Invalid lam mode: {m!r}; supported modes are {', '.join(LAM_MODES)}")
+            check_choice("lam mode", m, LAM_MODES, plural="modes")
         check_int("n_draws", self.n_draws)
+        check_int("seed", self.seed, min=0)
         if not self.images:
             raise ValueError("no images to evaluate")
 
