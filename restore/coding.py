@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
+from ._config import CODING_BATCH
 from ._progress import Cancelled, ProgressCallback
 from ._validation import check_callable, check_int, check_matrix, check_number
 from .proximal import _map_rows, _penalty_rows, _prox_range, check_penalty
@@ -187,7 +188,7 @@ def sparse_encode(
     max_iter: int = 200,
     tol: float = 1e-5,
     positive: bool = False,
-    batch_size: int = 4096,
+    batch_size: int = CODING_BATCH,
     progress: ProgressCallback | None = None,
 ) -> NDArray[np.float64]:
     r"""Sparse codes of signals over a dictionary, with a tree penalty.

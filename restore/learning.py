@@ -13,7 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._config import DEFAULT_BRANCHING
+from ._config import CODING_BATCH, DEFAULT_BRANCHING, DEFAULT_CODE_LAM
 from ._io import atomic_path
 from ._progress import ProgressCallback
 from ._validation import check_callable, check_choice, check_int, check_matrix, check_number
@@ -23,7 +23,6 @@ from .tree import Tree
 
 __all__ = ["TreeDictionaryLearning"]
 
-_CODE_BATCH = 4096  # signals coded together by transform: O(batch * (atoms + features)) memory
 
 
 def _check_random_state(random_state: Any) -> None:
@@ -142,7 +141,7 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         *,
         penalty: str = "tree_l2",
         n_atoms: int | None = None,
-        lam: float = 0.1,
+        lam: float = DEFAULT_CODE_LAM,
         batch_size: int = 256,
         n_epochs: int = 1,
         rho: float | None = None,
@@ -303,7 +302,7 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         # single-precision products (the statistics are stochastic anyway)
         codes, _ = _sparse_encode(X, D, lam=float(self.lam), penalty=self.penalty, tree=self.tree_, mask=M,
                                   max_iter=int(self.max_code_iter), tol=float(self.tol),
-                                  positive=bool(self.positive_code), batch_size=_CODE_BATCH, fast=True)
+                                  positive=bool(self.positive_code), batch_size=CODING_BATCH, fast=True)
         if M is not None:  # fill missing entries with the current model
             X = np.where(M, X, codes @ D)
         self.n_iter_ += 1
@@ -339,7 +338,7 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         return _sparse_encode(X, self.components_, lam=check_number("lam", self.lam), penalty=self.penalty,
                               tree=self.tree_, mask=M, max_iter=check_int("max_code_iter", self.max_code_iter),
                               tol=check_number("tol", self.tol), positive=bool(self.positive_code),
-                              batch_size=_CODE_BATCH)[0]
+                              batch_size=CODING_BATCH)[0]
 
     def inverse_transform(self, X: ArrayLike) -> NDArray[np.float64]:
         """Signals ``X @ components_`` from codes ``X`` (n_samples, n_atoms)."""

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .._validation import check_int
+from ..inpainting import PASS_STRIDE
 from .report import csv_text, inpainting_table
 from .runner import IMAGE_SUFFIXES, OutputFolder, Unit
 
@@ -70,7 +71,7 @@ def evaluate_inpainting(
     *,
     mask_kinds: Sequence[str] = ("text1", "rand70", "rand90"),
     methods: Sequence[str] = INPAINT_METHODS,
-    stride: int = 4,
+    stride: int = PASS_STRIDE,
     n_jobs: int | None = 1,
     scheduler: str | None = None,
     force: bool = False,

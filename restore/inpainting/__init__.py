@@ -25,13 +25,15 @@ from .diffusion import edge_weights, fed_cycle, sharpen
 from .interpolation import bands, biharmonic_fill
 from .patches import Coder, luminance, pass_grids, refine_luminance
 
-__all__ = ["default_dictionary", "inpaint", "learn_dictionary"]
+__all__ = ["PASS_STRIDE", "default_dictionary", "inpaint", "learn_dictionary"]
 
 log = logging.getLogger("restore.inpainting")
 
 # lam of the passes, geometric from the first to the last: detail builds up as lam falls; lower, the passes
 # start to copy their own errors under heavy pixel loss
 _DEFAULT_LAM = (0.02, 0.005)
+#: Step of each pass's patch grid, in pixels: a pass codes 1/stride**2 of the patches touching the mask.
+PASS_STRIDE = 4
 _PASS_BATCH = 8192  # patches per batch of a pass, one batch per thread: progress and Cancel every fraction of a second
 
 
@@ -41,7 +43,7 @@ def inpaint(
     *,
     dictionary: TreeDictionaryLearning | str | os.PathLike | None = None,
     patch_size: int = PATCH_SIZE,
-    stride: int = 4,
+    stride: int = PASS_STRIDE,
     n_passes: int = 18,
     lam: float | tuple[float, float] | None = None,
     channel_axis: int | None = None,

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._config import DEFAULT_BRANCHING
+from .._config import DEFAULT_BRANCHING, DEFAULT_CODE_LAM
 from .._progress import ProgressCallback
 from .._validation import check_image, check_int, check_mask
 from ..learning import TreeDictionaryLearning
@@ -50,7 +50,7 @@ def learn_dictionary(
     branching: tuple[int, ...] = DEFAULT_BRANCHING,
     penalty: str = "tree_l2",
     n_atoms: int | None = None,
-    lam: float = 0.1,
+    lam: float = DEFAULT_CODE_LAM,
     n_patches: int = 50000,
     n_epochs: int = 1,
     channel_axis: int | None = None,
