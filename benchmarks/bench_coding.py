@@ -403,4 +403,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from _report import record_results  # the printed tables also go to benchmarks/results/bench_coding.md
+
+    with record_results("bench_coding"):
+        main()

@@ -437,4 +437,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from _report import record_results  # the printed tables also go to benchmarks/results/bench_prox.md
+
+    with record_results("bench_prox"):
+        main()

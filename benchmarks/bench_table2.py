@@ -45,4 +45,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from _report import record_results  # the printed tables also go to benchmarks/results/bench_table2.md
+
+    with record_results("bench_table2"):
+        main()

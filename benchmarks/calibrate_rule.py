@@ -39,4 +39,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from _report import record_results  # the printed tables also go to benchmarks/results/calibrate_rule.md
+
+    with record_results("calibrate_rule"):
+        main()
