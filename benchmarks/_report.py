@@ -131,12 +131,16 @@ def default_command() -> str:
     """The command line of this process as a user would type it from the repository's root."""
     import shlex
 
-    script = Path(sys.argv[0]).resolve()
-    try:
-        script_text = str(script.relative_to(HERE.parent))
-    except ValueError:
-        script_text = str(script)
-    return shlex.join(["python", script_text, *sys.argv[1:]])
+    def from_root(path: str) -> str:
+        try:
+            return str(Path(path).absolute().relative_to(HERE.parent))
+        except ValueError:
+            return path
+
+    exe = from_root(sys.executable)
+    words = [exe if exe != sys.executable else "python", from_root(sys.argv[0]), *sys.argv[1:]]
+    env = [f"PYTHONPATH={os.environ['PYTHONPATH']}"] if os.environ.get("PYTHONPATH") else []
+    return " ".join(env + [shlex.join(words)])
 
 
 def _escape(text: str) -> str:
