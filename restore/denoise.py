@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -13,13 +14,24 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._config import default_num_threads
 from ._progress import ProgressCallback, Steps
+from .noise import NoiseEstimate, anscombe, estimate_noise, inverse_anscombe
 from .proximal import PENALTIES, _prox_rows, check_penalty_name
 from .tree import Tree
-from .wavelet import _check_wavelet, default_level, wavelet_quadtree
+from .wavelet import (
+    _check_wavelet,
+    band_layout,
+    default_level,
+    level_splits,
+    wavelet_forward,
+    wavelet_inverse,
+    wavelet_tree,
+)
 
 __all__ = ["LamChoice", "choose_lam", "denoise_wavelet_tree", "estimate_sigma"]
 
 CONVEX = ("l1", "tree_l2", "tree_linf")
+
+_log = logging.getLogger(__name__)
 
 # Orthonormal opponent colour transform: white noise of level sigma in RGB
 # stays white with the same sigma, and most of the structure moves to the
@@ -74,63 +86,95 @@ class LamChoice:
 
 @dataclass(frozen=True)
 class _Plan:
-    shape: tuple[int, int]
-    padded: tuple[int, int]
+    """How to transform arrays of one shape: padding, the levels of each axis, the tree (cached per shape)."""
+
+    shape: tuple[int, ...]
+    padded: tuple[int, ...]
     wavelet: str
-    level: int
-    slices: list
-    shapes: list
+    levels: tuple[int, ...]
+    splits: tuple[int, ...]
     n_approx: int
     tree: Tree
+    node_level: np.ndarray  # level of each coefficient (0: approximation, 1: finest details)
+
+    @property
+    def level(self) -> int:
+        """Number of levels (of the most split axis)."""
+        return len(self.splits)
 
     @property
     def n_coeffs(self) -> int:
-        """Number of wavelet coefficients of a padded plane."""
-        return self.padded[0] * self.padded[1]
+        """Number of wavelet coefficients of a padded array."""
+        return int(np.prod(self.padded, dtype=np.int64))
 
-    def forward(self, plane: np.ndarray, shift: tuple[int, int] = (0, 0)) -> np.ndarray:
-        h, w = self.shape
-        x = plane
+    def forward(self, x: np.ndarray, shift: tuple[int, ...] | None = None) -> np.ndarray:
         if self.padded != self.shape:
-            x = np.pad(plane, ((0, self.padded[0] - h), (0, self.padded[1] - w)), mode="symmetric")
-        if shift != (0, 0):
-            x = np.roll(x, shift, axis=(0, 1))
-        coeffs = pywt.wavedec2(x, self.wavelet, mode="periodization", level=self.level)
-        return pywt.ravel_coeffs(coeffs)[0]
+            x = np.pad(x, [(0, p - s) for s, p in zip(self.shape, self.padded, strict=True)], mode="symmetric")
+        if shift is not None and any(shift):
+            x = np.roll(x, shift, axis=tuple(range(x.ndim)))
+        return wavelet_forward(x, self.wavelet, self.splits)
 
-    def inverse(self, c: np.ndarray, shift: tuple[int, int] = (0, 0)) -> np.ndarray:
-        coeffs = pywt.unravel_coeffs(c, self.slices, self.shapes, output_format="wavedec2")
-        x = pywt.waverec2(coeffs, self.wavelet, mode="periodization")
-        if shift != (0, 0):
-            x = np.roll(x, (-shift[0], -shift[1]), axis=(0, 1))
-        return x[: self.shape[0], : self.shape[1]]
+    def inverse(self, c: np.ndarray, shift: tuple[int, ...] | None = None) -> np.ndarray:
+        x = wavelet_inverse(c, self.wavelet, self.splits, self.padded)
+        if shift is not None and any(shift):
+            x = np.roll(x, tuple(-s for s in shift), axis=tuple(range(x.ndim)))
+        return x[tuple(slice(0, s) for s in self.shape)]
+
+    def level_tree(self, level_weights: np.ndarray | None) -> Tree:
+        """The tree with the detail groups of level l weighted ``level_weights[l - 1]`` (None: all 1)."""
+        if level_weights is None:
+            return self.tree
+        w = np.concatenate([[1.0], level_weights])[self.node_level] * self.tree.weights
+        return self.tree.with_weights(w)
 
 
 @lru_cache(maxsize=16)
-def _plan(shape: tuple[int, int], wavelet: str, level: int, penalize_approx: bool) -> _Plan:
-    step = 1 << level
-    padded = tuple(-(-s // step) * step for s in shape)
-    band_shapes = pywt.wavedecn_shapes(padded, wavelet, mode="periodization", level=level)
-    coeffs = [np.zeros(band_shapes[0])] + [tuple(np.zeros(d[k]) for k in ("da", "ad", "dd"))
-                                           for d in band_shapes[1:]]
-    _, slices, shapes = pywt.ravel_coeffs(coeffs)
-    tree = wavelet_quadtree(padded, wavelet, level, penalize_approx)
-    n_approx = int(np.prod(band_shapes[0]))
-    return _Plan(tuple(shape), padded, wavelet, level, slices, shapes, n_approx, tree)
+def _plan(shape: tuple[int, ...], wavelet: str, level: int | tuple[int, ...], penalize_approx: bool) -> _Plan:
+    levels = (int(level),) * len(shape) if np.ndim(level) == 0 else tuple(int(n) for n in level)
+    padded = tuple(-(-s // (1 << n)) * (1 << n) for s, n in zip(shape, levels, strict=True))
+    splits = level_splits(levels)
+    tree = wavelet_tree(padded, wavelet, levels, penalize_approx)
+    bands = band_layout(padded, splits)
+    node_level = np.zeros(tree.n_nodes, dtype=np.int64)
+    for b in bands[1:]:
+        node_level[b.start:b.start + b.size] = b.level
+    node_level.setflags(write=False)
+    return _Plan(tuple(shape), padded, wavelet, levels, splits, bands[0].size, tree, node_level)
 
 
-def _shrink_rows(C: np.ndarray, lam: float, penalty: str, plan: _Plan, penalize_approx: bool) -> None:
-    """Prox of each row of C (n, p), in place.
+def _shrink_rows(C: np.ndarray, lam: float, penalty: str, plan: _Plan, penalize_approx: bool,
+                 level_weights: np.ndarray | None = None) -> None:
+    """Prox of each row of C (n, p), in place; detail level l is shrunk at ``lam * level_weights[l - 1]``.
 
     The approximation band is left alone by l1/l0 unless penalised (the tree
     penalties carry that choice in their weights).
     """
-    if penalty in ("l1", "l0") and not penalize_approx:
-        D = np.ascontiguousarray(C[:, plan.n_approx:])
-        _prox_rows(D, lam, penalty, None)
-        C[:, plan.n_approx:] = D
+    if penalty in ("l1", "l0"):
+        start = 0 if penalize_approx else plan.n_approx
+        if level_weights is None:
+            D = np.ascontiguousarray(C[:, start:])
+            _prox_rows(D, lam, penalty, None)
+            C[:, start:] = D
+            return
+        for lo, hi, w in _level_ranges(plan, level_weights, start):
+            D = np.ascontiguousarray(C[:, lo:hi])
+            _prox_rows(D, lam * w, penalty, None)
+            C[:, lo:hi] = D
     else:
-        _prox_rows(C, lam, penalty, plan.tree)
+        _prox_rows(C, lam, penalty, plan.level_tree(level_weights))
+
+
+def _level_ranges(plan: _Plan, level_weights: np.ndarray, start: int) -> list[tuple[int, int, float]]:
+    """Contiguous ranges of the flat vector from ``start``, each with its level's weight (approximation: 1)."""
+    lv = plan.node_level
+    edges = np.flatnonzero(np.diff(lv)) + 1
+    bounds = np.concatenate([[0], edges, [lv.size]])
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        lo = max(int(lo), start)
+        if lo < hi:
+            out.append((lo, int(hi), 1.0 if lv[lo] == 0 else float(level_weights[lv[lo] - 1])))
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -274,7 +318,7 @@ def _rule_lam(sigma: float, data_range: float, penalty: str) -> float:
 
 def _data_range(c: np.ndarray, plan: _Plan) -> float:
     """Range of the image seen through its approximation band (noise-free enough)."""
-    a = c[: plan.n_approx] / float(1 << plan.level)
+    a = c[: plan.n_approx] / np.sqrt(float(1 << sum(plan.levels)))  # the approximation's gain: 2 per halving
     lo, hi = np.percentile(a, [0.5, 99.5])
     return float(hi - lo)
 
@@ -376,12 +420,15 @@ def denoise_wavelet_tree(
     penalize_approx: bool = False,
     cycle_spins: int = 0,
     channel_axis: int | None = None,
+    axes: Sequence[int] | None = None,
+    noise: str = "gaussian",
+    gain: float | None = None,
     rng: int | np.random.Generator | None = None,
     progress: ProgressCallback | None = None,
 ) -> NDArray[np.floating]:
-    r"""Denoise an image by tree-structured shrinkage of its wavelet coefficients.
+    r"""Denoise an image or a volume by tree-structured shrinkage of its wavelet coefficients.
 
-    Solves, for each plane (and channel),
+    Solves, for each plane (or volume, with three ``axes``) and channel,
     ``min_a 0.5 * ||W y - a||^2 + lam * Omega(a)`` where ``W`` is an
     orthonormal 2-D wavelet transform and ``Omega`` a penalty on the
     quad-tree of the coefficients (each detail coefficient is the parent of
@@ -391,14 +438,20 @@ def denoise_wavelet_tree(
 
     Parameters
     ----------
-    image : ndarray
+    image : ndarray or dask.array.Array
         Image of shape (M, N), or stacks of such planes along leading axes,
-        with channels along ``channel_axis`` if given. Integer images are
+        with channels along ``channel_axis`` if given; with
+        ``axes=(0, 1, 2)``, a volume (P, M, N). A Dask array gives a lazy Dask
+        array, computed block by block with overlaps
+        (:func:`dask.array.map_overlap`) wide enough that it agrees with the
+        in-memory result away from the volume's borders; with ``lam``
+        chosen automatically, each block chooses its own. Integer images are
         converted to float in [0, 1] (:func:`skimage.util.img_as_float`);
         float images are neither rescaled nor clipped.
     sigma : float or sequence of float, optional
         Standard deviation of the noise, in image units (one value, or one
-        per channel). Estimated per plane and channel when None.
+        per channel); with ``noise='poisson-gaussian'``, of its Gaussian
+        (read noise) part. Estimated per plane and channel when None.
     lam : float, sequence of float, {'sure', 'rule'}, optional
         Regularisation, absolute (image units). A number (or one per
         channel) is used as is; ``'sure'`` and ``'rule'`` choose it per plane
@@ -410,9 +463,12 @@ def denoise_wavelet_tree(
         CART-like dynamic programme.
     wavelet : str, default 'db3'
         An orthogonal PyWavelets wavelet (``'haar'``, ``'db3'``, ``'sym4'``...).
-    level : int, optional
-        Decomposition levels; default leaves an approximation band of about
-        16 x 16.
+    level : int or sequence of int, optional
+        Decomposition levels, or one per transformed axis (an anisotropic
+        volume may have fewer along z: those levels then split y and x only,
+        4 children per node). Default: in 2-D an approximation band of about
+        16 x 16; in 3-D as many levels as leave at least 4 samples on the
+        thinnest axis, the same along every axis.
     penalize_approx : bool, default False
         Whether the approximation band is penalised (its coefficients are
         otherwise unpenalised roots of the quad-tree).
@@ -423,6 +479,24 @@ def denoise_wavelet_tree(
         Axis of the colour channels. Three channels are denoised in an
         orthonormal opponent colour space (luminance and two colour
         differences), other counts channel by channel.
+    axes : sequence of int, optional
+        The spatial axes transformed together, two or three (none of them
+        the channel axis). Default: the last two non-channel axes, plane by
+        plane. With three, the transform is 3-D and each detail coefficient
+        has 8 children at the next finer level (one octree per orientation,
+        7 of them); the other axes are stacked.
+    noise : {'gaussian', 'poisson-gaussian'}
+        ``'poisson-gaussian'``: photon noise of ``gain`` image units per
+        photon plus Gaussian read noise ``sigma``; the image goes through
+        the generalized Anscombe transform, is denoised at unit noise and
+        comes back through its exact unbiased inverse
+        (:mod:`restore.noise`). ``lam``, when a number, is then in the
+        stabilised units.
+    gain : float, optional
+        Image units per photon (``noise='poisson-gaussian'``). ``gain`` and
+        ``sigma`` are estimated from the image's noise-level function when
+        None (:func:`restore.estimate_noise`; the estimate is logged at INFO
+        level on the ``restore.denoise`` logger).
     rng : int or numpy.random.Generator, optional
         Seed of the SURE probe (default 0: reproducible results).
     progress : callable, optional
@@ -446,9 +520,10 @@ def denoise_wavelet_tree(
 
     Notes
     -----
-    Any image size works: each plane is padded symmetrically to a multiple
-    of ``2**level``, transformed with ``mode='periodization'`` (orthonormal
-    then) and cropped back. With ``lam`` given, the result equals
+    Any image size works: each plane (volume) is padded symmetrically to a
+    multiple of ``2**level`` along each axis, transformed with
+    ``mode='periodization'`` (orthonormal then) and cropped back. Cycle
+    spinning shifts along every transformed axis. With ``lam`` given, the result equals
     transform, :func:`restore.prox`, inverse transform.
 
     SURE picks ``lam`` within about 0.1 dB of the best possible value on
@@ -462,6 +537,9 @@ def denoise_wavelet_tree(
        for Hierarchical Sparse Coding", JMLR 12, 2011 (Table 1).
     .. [2] C. Stein, "Estimation of the mean of a multivariate normal
        distribution", Annals of Statistics 9(6), 1981.
+    .. [3] M. Makitalo and A. Foi, "Optimal inversion of the generalized
+       Anscombe transformation for Poisson-Gaussian noise", IEEE Trans.
+       Image Processing 22(1), 2013.
 
     Examples
     --------
@@ -475,33 +553,45 @@ def denoise_wavelet_tree(
     >>> bool(np.mean((out - clean) ** 2) < 0.25 * np.mean((noisy - clean) ** 2))
     True
     """
+    if _is_dask(image):
+        return _denoise_dask(image, sigma=sigma, lam=lam, penalty=penalty, wavelet=wavelet, level=level,
+                             penalize_approx=penalize_approx, cycle_spins=cycle_spins, channel_axis=channel_axis,
+                             axes=axes, noise=noise, gain=gain, rng=rng, progress=progress)
     img = _as_float_image(image, "image")
     check_penalty_name(penalty)
     if not isinstance(cycle_spins, (int, np.integer)) or cycle_spins < 0:
         raise ValueError(f"cycle_spins must be an integer >= 0, got {cycle_spins!r}")
+    if noise not in NOISE_MODELS:
+        raise ValueError(f"Invalid noise: {noise!r}; supported noise models are {', '.join(NOISE_MODELS)}")
+    if gain is not None and noise != "poisson-gaussian":
+        raise ValueError(f"gain={gain!r} applies to noise='poisson-gaussian' only, got noise={noise!r}")
     if channel_axis is not None:
-        axis = _check_axis(channel_axis, img.ndim)
-        x = np.moveaxis(img, axis, -1)
-        if x.ndim < 3:
-            raise ValueError(f"with channel_axis the image needs 2 spatial axes, got shape {img.shape}")
-        plane_shape = x.shape[-3:-1]
+        c_axis = _check_axis(channel_axis, img.ndim)
     else:
-        x = img
-        if x.ndim < 2:
-            raise ValueError(f"image must have at least 2 dimensions, got shape {img.shape}")
-        plane_shape = x.shape[-2:]
+        c_axis = None
+    sp_axes = _check_axes(axes, img.ndim, c_axis)
+    # channels last, the transformed axes just before them, the rest (stacks of planes or volumes) first
+    order = [i for i in range(img.ndim) if i not in sp_axes and i != c_axis] + list(sp_axes)
+    order += [] if c_axis is None else [c_axis]
+    x = np.transpose(img, order)
+    n_sp = len(sp_axes)
+    plane_shape = x.shape[-n_sp - 1:-1] if c_axis is not None else x.shape[-n_sp:]
     plan = _setup(plane_shape, penalty, wavelet, level, penalize_approx)
     method = _resolve_method(lam, penalty) if lam is None or isinstance(lam, str) else None
+    if noise == "poisson-gaussian":
+        model = _photon_model(x, gain, sigma, c_axis is not None)
+        x = anscombe(x, model.gain, model.sigma)
+        sigma = 1.0  # the transform's stabilised noise
     gen = np.random.default_rng(0 if rng is None else rng)
     out = np.empty(x.shape, dtype=np.float64)
-    lead = x.shape[:-3] if channel_axis is not None else x.shape[:-2]
-    n_channels = x.shape[-1] if channel_axis is not None else 1
+    lead = x.shape[:-n_sp - 1] if c_axis is not None else x.shape[:-n_sp]
+    n_channels = x.shape[-1] if c_axis is not None else 1
     n_shifts = max(cycle_spins, 1)
     per_channel = _lam_steps(method, penalty) + _shrink_steps(n_shifts) + (sigma is None and method is not None)
     steps = Steps(progress, int(np.prod(lead, dtype=np.int64)) * n_channels * per_channel, start=True)
     for idx in np.ndindex(*lead):
         plane = x[idx]
-        channels = _to_channels(plane, -1 if channel_axis is not None else None)
+        channels = _to_channels(plane, -1 if c_axis is not None else None)
         if method is None:
             lams = _per_channel(lam, len(channels), "lam")
         else:
@@ -512,15 +602,106 @@ def denoise_wavelet_tree(
                     for ch, s in zip(channels, sigmas, strict=True)]
         den = [_denoise_plane(ch, lm, penalty, plan, penalize_approx, n_shifts, steps)
                for ch, lm in zip(channels, lams, strict=True)]
-        out[idx] = _from_channels(den, channel_axis is not None)
-    if channel_axis is not None:
-        out = np.moveaxis(out, -1, axis)
+        out[idx] = _from_channels(den, c_axis is not None)
+    if noise == "poisson-gaussian":
+        out = inverse_anscombe(out, model.gain, model.sigma)
+    out = np.transpose(out, np.argsort(order))
     return out.astype(img.dtype, copy=False)
 
 
-def _shift_groups(n_shifts: int) -> list[list[tuple[int, int]]]:
+NOISE_MODELS = ("gaussian", "poisson-gaussian")
+
+
+def _check_axes(axes, ndim: int, channel_axis: int | None) -> tuple[int, ...]:
+    """The transformed axes, non-negative and increasing: two or three, none of them the channel axis."""
+    spatial = [i for i in range(ndim) if i != channel_axis]
+    if axes is None:
+        if len(spatial) < 2:
+            raise ValueError(f"image must have at least 2 dimensions besides channels, got {ndim} dimensions")
+        return tuple(spatial[-2:])
+    try:
+        ax = [int(a) for a in axes]
+        ok = all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in axes)
+    except TypeError:
+        ok = False
+    if not ok or len(ax) not in (2, 3) or any(not -ndim <= a < ndim for a in ax):
+        raise ValueError(f"axes must be two or three axes of the image (ndim {ndim}), got {axes!r}")
+    ax = [a % ndim for a in ax]
+    if len(set(ax)) != len(ax) or channel_axis in ax:
+        raise ValueError(f"axes must be distinct spatial axes, not the channel axis {channel_axis}, got {axes!r}")
+    return tuple(sorted(ax))
+
+
+def _photon_model(x: np.ndarray, gain, sigma, has_channels: bool) -> NoiseEstimate:
+    """Gain and read noise as given, the missing ones estimated from the image (and logged)."""
+    if gain is not None:
+        gain = _per_channel(gain, 1, "gain")[0]
+        if gain <= 0:
+            raise ValueError(f"gain must be > 0 (image units per photon), got {gain!r}")
+    if sigma is not None:
+        sigma = _per_channel(sigma, 1, "sigma")[0]
+    if gain is None or sigma is None:
+        est = estimate_noise(np.moveaxis(x, -1, 0) if has_channels else x)
+        _log.info("estimated Poisson-Gaussian noise: gain %.4g, sigma %.4g", est.gain, est.sigma)
+        if gain is None:
+            if not est.gain > 0:
+                raise ValueError("could not estimate a gain > 0 from the image (its noise does not grow with "
+                                 "its level): give gain, or use noise='gaussian'")
+            gain = est.gain
+        sigma = est.sigma if sigma is None else sigma
+    return NoiseEstimate("poisson-gaussian", float(sigma), float(gain))
+
+
+def _is_dask(a) -> bool:
+    return type(a).__module__.startswith("dask.") and hasattr(a, "map_overlap")
+
+
+def _overlap(wavelet: str, levels: int) -> int:
+    """Overlap of Dask blocks along an axis with ``levels`` levels: the support of its deepest basis functions.
+
+    A coarsest coefficient spans ``(L - 1) * (2**levels - 1) + 1`` samples for a
+    filter of length ``L``, and its tree group no more than one further
+    coarsest cell (``2**levels``): beyond that a block's border cannot reach
+    its interior.
+    """
+    return (pywt.Wavelet(wavelet).dec_len - 1) * ((1 << levels) - 1) + (1 << levels)
+
+
+def _denoise_dask(image, *, axes, channel_axis, level, wavelet, progress, **kwargs):
+    """Lazy :func:`denoise_wavelet_tree` of a Dask array: overlapping blocks (``dask.array.map_overlap``)."""
+    if progress is not None:
+        raise ValueError("progress is not available for Dask arrays: use Dask's own diagnostics "
+                         "(dask.diagnostics.ProgressBar or the distributed dashboard)")
+    ndim = image.ndim
+    c_axis = None if channel_axis is None else _check_axis(channel_axis, ndim)
+    sp_axes = _check_axes(axes, ndim, c_axis)
+    _check_wavelet(wavelet)
+    if level is None:
+        lv = _default_levels(tuple(image.shape[a] for a in sp_axes))
+    else:
+        lv = (int(level),) * len(sp_axes) if np.ndim(level) == 0 else tuple(int(n) for n in level)
+    # Blocks must start on the dyadic grid of the whole (a multiple of 2**level from its origin), or each
+    # block would be decomposed like a shifted copy: chunks and overlaps are multiples of 2**level.
+    depth = {a: 0 for a in range(ndim)}
+    rechunk = {a: -1 for a in range(ndim) if a == c_axis}  # every block holds whole channels
+    for a, n in zip(sp_axes, lv, strict=True):
+        step = 1 << n
+        depth[a] = min(-(-_overlap(wavelet, n) // step) * step, image.shape[a])
+        sizes = image.chunks[a]
+        if any(c % step for c in sizes[:-1]):
+            rechunk[a] = max(step, sizes[0] // step * step)
+    arr = image.rechunk(rechunk) if rechunk else image
+    dtype = np.float64 if arr.dtype.kind != "f" else (np.float32 if arr.dtype == np.float16 else arr.dtype)
+
+    def block(b):
+        return denoise_wavelet_tree(b, axes=sp_axes, channel_axis=c_axis, level=level, wavelet=wavelet, **kwargs)
+
+    return arr.map_overlap(block, depth=depth, boundary="none", dtype=dtype, meta=np.empty((0,) * ndim, dtype))
+
+
+def _shift_groups(n_shifts: int, ndim: int = 2) -> list[list[tuple[int, ...]]]:
     """The shifts in groups of one per thread: each group is shrunk as one batch (one row per thread)."""
-    shifts = _shifts(n_shifts)
+    shifts = _shifts(n_shifts, ndim)
     k = default_num_threads()
     return [shifts[i:i + k] for i in range(0, n_shifts, k)]
 
@@ -535,7 +716,7 @@ def _denoise_plane(plane: np.ndarray, lam: float, penalty: str, plan: _Plan, pen
     """Average over ``n_shifts`` circular shifts of transform, prox, inverse; ``steps()`` after each stage."""
     step = steps if steps is not None else (lambda: None)
     acc = None
-    for group in _shift_groups(n_shifts):
+    for group in _shift_groups(n_shifts, len(plan.shape)):
         C = np.empty((len(group), plan.n_coeffs))
         for row, s in zip(C, group, strict=True):
             row[:] = plan.forward(plane, s)
@@ -549,17 +730,29 @@ def _denoise_plane(plane: np.ndarray, lam: float, penalty: str, plan: _Plan, pen
     return acc / n_shifts if n_shifts > 1 else acc
 
 
-def _shifts(k: int) -> list[tuple[int, int]]:
-    """K circular shifts, finest first: (0,0), (1,1), (0,1), (1,0), (2,2), ..."""
+def _shifts(k: int, ndim: int = 2) -> list[tuple[int, ...]]:
+    """K circular shifts over ``ndim`` axes, finest first: in 2-D (0,0), (1,1), (1,0), (0,1), (2,2), ...
+
+    Shift ``s`` is read in base ``2**ndim``: its digit ``j`` sets bit ``j`` of
+    every axis' shift, the digits taken in an order where each shift comes
+    before its complement's neighbours (the all-ones shift second).
+    """
+    if ndim == 2:
+        order = (0, 3, 2, 1)  # (dy, dx) bits: 0 -> (0, 0), 3 -> (1, 1), 2 -> (1, 0), 1 -> (0, 1)
+    else:
+        order = (0, 7, 4, 3, 2, 5, 1, 6)  # complementary pairs: (0,0,0) (1,1,1), (1,0,0) (0,1,1), ...
+    base = 1 << ndim
     out = []
     for s in range(k):
-        dy = dx = 0
-        for bit in range(0, 16, 2):
-            lo, hi = (s >> bit) & 1, (s >> (bit + 1)) & 1
-            scale = 1 << (bit // 2)
-            dy += scale * (lo ^ hi)
-            dx += scale * lo
-        out.append((dy, dx))
+        shift = [0] * ndim
+        j = 0
+        while s:
+            digit = order[s % base]
+            for a in range(ndim):
+                shift[a] += ((digit >> (ndim - 1 - a)) & 1) << j
+            s //= base
+            j += 1
+        out.append(tuple(shift))
     return out
 
 
@@ -569,18 +762,38 @@ def _shifts(k: int) -> list[tuple[int, int]]:
 
 
 def _setup(plane_shape, penalty, wavelet, level, penalize_approx) -> _Plan:
+    """Validate the transform's settings for arrays of this shape (2 or 3 sides); the cached plan."""
     check_penalty_name(penalty)
     if not isinstance(wavelet, str):
         raise ValueError(f"wavelet must be a wavelet name, got {wavelet!r}")
     _check_wavelet(wavelet)
-    h, w = (int(s) for s in plane_shape)
-    if min(h, w) < 2:
-        raise ValueError(f"image planes must be at least 2x2, got {h}x{w}")
+    shape = tuple(int(s) for s in plane_shape)
+    if min(shape) < 2:
+        raise ValueError(f"image planes must be at least 2x2, got {'x'.join(map(str, shape))}")
     if level is None:
-        level = default_level((h, w))
-    elif not isinstance(level, (int, np.integer)) or level < 1:
-        raise ValueError(f"level must be an integer >= 1, got {level!r}")
-    return _plan((h, w), wavelet, int(level), bool(penalize_approx))
+        return _plan(shape, wavelet, _default_levels(shape), bool(penalize_approx))
+    if np.ndim(level) == 0:
+        if not isinstance(level, (int, np.integer)) or isinstance(level, bool) or level < 1:
+            raise ValueError(f"level must be an integer >= 1 or one integer >= 0 per axis, got {level!r}")
+        return _plan(shape, wavelet, int(level), bool(penalize_approx))
+    levels = tuple(level)
+    if (len(levels) != len(shape) or not all(isinstance(n, (int, np.integer)) and n >= 0 for n in levels)
+            or max(levels) < 1):
+        raise ValueError(f"level must be an integer >= 1 or one integer >= 0 per axis ({len(shape)} axes), "
+                         f"got {level!r}")
+    return _plan(shape, wavelet, tuple(int(n) for n in levels), bool(penalize_approx))
+
+
+# 3-D: levels leave at least this many samples on the thinnest axis (2-D keeps about 16, default_level)
+_MIN_SAMPLES_3D = 4
+
+
+def _default_levels(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Default levels per axis: 2-D as :func:`restore.wavelet.default_level`; 3-D down to a few samples."""
+    if len(shape) == 2:
+        return (default_level(shape),) * 2
+    n = min(shape)
+    return (max(1, int(np.floor(np.log2(max(n, 2) / _MIN_SAMPLES_3D)))),) * len(shape)
 
 
 def _resolve_method(method: str | None, penalty: str) -> str:

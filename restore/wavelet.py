@@ -11,11 +11,13 @@ have fewer levels along z than along y and x.
 The tree: approximation coefficients are roots. A detail coefficient hangs
 below the coefficient of the next coarser level with the same orientation
 at its position halved along the axes that coarser level splits (2**k
-children per parent: 8 in 3-D, 4 where z is not split, as in 2-D). A detail
-band whose orientation does not exist at the next coarser level (the
-coarsest level, or, with fewer levels along z, the z-detail bands where z
-stops being split) hangs below the approximation coefficient at its
-position.
+children per parent: 8 in 3-D, 4 where z is not split, as in 2-D). The
+coarsest details hang below the approximation coefficient at their
+position. An axis with fewer levels is halved at the coarsest ones, so the
+orientations of a level are always among those of the next coarser one:
+every detail coefficient has a parent, and the z-detail orientations of
+the finest level that halves z are leaves. (A band whose orientation were
+missing at the next coarser level would hang below the approximation.)
 """
 
 from __future__ import annotations
@@ -45,17 +47,18 @@ def level_splits(levels: Sequence[int]) -> tuple[int, ...]:
     tuple of int
         ``max(levels)`` masks; bit ``a`` of mask ``j`` is set when axis ``a``
         is halved at level ``j + 1``. An axis with ``n`` levels is halved at
-        the ``n`` finest levels, so the finest scales are truly
-        ``d``-dimensional and the coarse levels, where a thin axis has run
-        out of samples, split the other axes only.
+        the ``n`` coarsest levels: the finest levels of an anisotropic volume
+        split y and x only, as its z sampling is already coarser than its
+        finest y, x scale, and every orientation keeps a parent.
 
     Examples
     --------
-    >>> level_splits((2, 4, 4))  # z halved at levels 1 and 2 only
-    (7, 7, 6, 6)
+    >>> level_splits((2, 4, 4))  # z halved at levels 3 and 4 only
+    (6, 6, 7, 7)
     """
     levels = tuple(int(n) for n in levels)
-    return tuple(sum(1 << a for a, n in enumerate(levels) if n > j) for j in range(max(levels)))
+    top = max(levels)
+    return tuple(sum(1 << a for a, n in enumerate(levels) if j >= top - n) for j in range(top))
 
 
 def _split_counts(splits: Sequence[int], ndim: int, upto: int) -> tuple[int, ...]:

@@ -63,26 +63,27 @@ def test_parents_match_brute_force(nd, data):
 
 
 def test_octree_children_and_roots():
-    shape, levels = (8, 16, 16), (2, 3, 3)
+    shape, levels = (8, 16, 16), (1, 3, 3)
     splits = level_splits(levels)
-    assert splits == (7, 7, 6)  # z is halved at the two finest levels only
+    assert splits == (6, 6, 7)  # z is halved at the coarsest level only
     parents = wavelet_tree_parents(shape, splits)
     counts = np.bincount(parents[parents >= 0], minlength=parents.size)
     bands = band_layout(shape, splits)
-    by_key = {(b.level, b.orientation): b for b in bands}
-    # level 2 (splits z, y, x) holds the parents of level 1: 8 children each
-    b2 = by_key[(2, 0b001)]
-    assert np.all(counts[b2.start:b2.start + b2.size] == 8)
-    # level 3 does not split z: its nodes have 4 children (same z)
-    b3 = by_key[(3, 0b010)]
-    assert np.all(counts[b3.start:b3.start + b3.size] == 4)
-    # z-detail bands of level 2 have no parent band at level 3: they hang below the approximation
     approx = bands[0]
-    for b in bands:
-        if b.level == 2 and b.orientation & 1:
-            assert np.all(parents[b.start:b.start + b.size] < approx.size)
-    assert len([b for b in bands if b.level == 3]) == 4  # approximation and 3 orientations
-    assert len([b for b in bands if b.level == 1]) == 7
+    assert np.all(parents[: approx.size] == -1) and np.all(parents[approx.size:] >= 0)
+    assert np.all(counts[: approx.size] == 7)  # seven orientation trees below each approximation coefficient
+    for b in bands[1:]:
+        c = counts[b.start:b.start + b.size]
+        if b.level == 3 and b.orientation & 1:
+            assert np.all(c == 0)  # z-detail orientations: z is not split below, they are leaves
+        elif b.level == 3:
+            assert np.all(c == 8)  # level 3 halves z, y, x: 8 children at level 2
+        elif b.level == 2:
+            assert np.all(c == 4)  # level 2 halves y and x only: 4 children, same z
+        else:
+            assert np.all(c == 0)
+    assert len([b for b in bands if b.level == 3]) == 8  # approximation and 7 orientations
+    assert len([b for b in bands if b.level == 1]) == 3
 
 
 def test_quadtree_is_the_2d_case():
