@@ -16,8 +16,16 @@ from numpy.typing import ArrayLike, NDArray
 from threadpoolctl import threadpool_limits
 
 from . import _core_diffusion
-from ._config import default_num_threads
+from ._config import DEFAULT_BRANCHING, default_num_threads
 from ._progress import ProgressCallback, Steps
+from ._validation import (
+    check_callable,
+    check_image,
+    check_int,
+    check_mask,
+    check_number,
+    restore_dtype,
+)
 from .coding import _sparse_encode
 from .learning import TreeDictionaryLearning
 
@@ -28,6 +36,8 @@ log = logging.getLogger("restore.inpainting")
 _DEFAULT_DICT = "dict_grey_8x8.npz"
 _MIN_COMPLETE = 2000
 _LEARN_BATCH = 256  # patches per mini-batch of learn_dictionary
+_LEARN_CODE_ITER = 50  # FISTA iterations per mini-batch of learn_dictionary
+_MIN_PATCHES = 10  # fewer usable patches than this cannot train a dictionary
 # lam of the passes, geometric from the first to the last: detail builds up as lam falls; below 0.005 the
 # passes start to copy their own errors on some photos (coffee, barbara, chelsea with 70 % missing)
 _DEFAULT_LAM = (0.02, 0.005)
@@ -134,7 +144,7 @@ def learn_dictionary(
     *,
     masks: ArrayLike | list[ArrayLike] | None = None,
     patch_size: int = 8,
-    branching: tuple[int, ...] = (10, 3, 3),
+    branching: tuple[int, ...] = DEFAULT_BRANCHING,
     penalty: str = "tree_l2",
     n_atoms: int | None = None,
     lam: float = 0.1,
@@ -184,51 +194,37 @@ def learn_dictionary(
     TreeDictionaryLearning
         The fitted dictionary.
     """
-    imgs = images if isinstance(images, (list, tuple)) else [images]
-    msks = masks if isinstance(masks, (list, tuple)) else [masks] * len(imgs)
+    imgs = list(images) if isinstance(images, (list, tuple)) else [images]
+    msks = list(masks) if isinstance(masks, (list, tuple)) else [masks] * len(imgs)
+    if not imgs:
+        raise ValueError("images is empty: give at least one image")
     if len(msks) != len(imgs):
         raise ValueError(f"give one mask per image: {len(imgs)} images, {len(msks)} masks")
-    gen = np.random.default_rng(0 if rng is None else rng)
-    per = -(-int(n_patches) // max(1, len(imgs)))
-    chunks = []
-    for im, mk in zip(imgs, msks, strict=True):
-        img = _channels_last(np.asarray(im), channel_axis)
-        known = np.ones(img.shape[:2], bool) if mk is None else ~_check_mask(mk, img.shape[:2])
-        if patch_size > min(img.shape[:2]):
-            raise ValueError(f"patch_size {patch_size} is larger than an image ({img.shape[0]}x{img.shape[1]})")
-        chunks.append(_complete_patches(_luminance(img), known, patch_size, per, gen))
-    Z = np.concatenate(chunks)
-    if len(Z) < 10:
-        raise ValueError(f"only {len(Z)} usable patches: give larger or less masked images")
+    patch_size = check_int("patch_size", patch_size, min=2)
+    n_patches = check_int("n_patches", n_patches)
     if init is not None:
+        if not isinstance(init, TreeDictionaryLearning) or not hasattr(init, "components_"):
+            raise ValueError(f"init must be a fitted TreeDictionaryLearning, got {init!r}")
         branching, penalty, n_atoms = init.branching, init.penalty, init.n_atoms
     est = TreeDictionaryLearning(tuple(branching), penalty=penalty, n_atoms=n_atoms, lam=lam, batch_size=_LEARN_BATCH,
-                                 n_epochs=n_epochs, max_code_iter=50,
-                                 dict_init=None if init is None else init.components_, rng=gen, progress=progress)
-    return est.fit(Z)
-
-
-def _channels_last(img: np.ndarray, channel_axis: int | None) -> np.ndarray:
-    if img.dtype.kind not in "biuf":
-        raise ValueError(f"image must be a real numeric array, got dtype {img.dtype}")
-    if img.dtype.kind != "f":
-        from skimage.util import img_as_float
-
-        img = img_as_float(img)
-    if channel_axis is not None:
-        if img.ndim != 3 or not -3 <= channel_axis < 3:
-            raise ValueError(f"with channel_axis the image must have 3 dimensions, got shape {img.shape}")
-        return np.moveaxis(img, channel_axis, -1)
-    if img.ndim != 2:
-        raise ValueError(f"image must be 2-D (or 3-D with channel_axis), got shape {img.shape}")
-    return img[..., None]
-
-
-def _check_mask(mask: ArrayLike, shape: tuple[int, int]) -> np.ndarray:
-    M = np.asarray(mask)
-    if M.shape != shape:
-        raise ValueError(f"mask must have the image's spatial shape {shape}, got {M.shape}")
-    return M.astype(bool)
+                                 n_epochs=n_epochs, max_code_iter=_LEARN_CODE_ITER,
+                                 dict_init=None if init is None else init.components_, progress=progress)
+    est._check_params()  # noqa: SLF001 - fail before reading the images
+    checked = []
+    for i, (im, mk) in enumerate(zip(imgs, msks, strict=True)):
+        name = "image" if len(imgs) == 1 else f"images[{i}]"
+        img, axis = check_image(im, name=name, channel_axis=channel_axis, exact=True)
+        img = img[..., None] if axis is None else np.moveaxis(img, axis, -1)
+        if patch_size > min(img.shape[:2]):
+            raise ValueError(f"patch_size {patch_size} is larger than {name} ({img.shape[0]}x{img.shape[1]})")
+        known = np.ones(img.shape[:2], bool) if mk is None else ~check_mask(mk, img.shape[:2], name="mask")
+        checked.append((img, known))
+    gen = np.random.default_rng(0 if rng is None else rng)
+    per = -(-n_patches // len(imgs))
+    Z = np.concatenate([_complete_patches(_luminance(img), known, patch_size, per, gen) for img, known in checked])
+    if len(Z) < _MIN_PATCHES:
+        raise ValueError(f"only {len(Z)} usable patches (complete, not flat): give larger or less masked images")
+    return est.set_params(random_state=gen).fit(Z)
 
 
 def inpaint(
@@ -327,26 +323,53 @@ def inpaint(
         in the image, patch larger than the image, dictionary of the wrong
         patch size, invalid ``stride``, ``n_passes`` or ``lam``.
     """
-    img = _channels_last(np.asarray(image), channel_axis)
+    image = np.asarray(image)
+    img, axis = check_image(image, channel_axis=channel_axis, exact=True, finite=False)
+    img = img[..., None] if axis is None else np.moveaxis(img, axis, -1)
     H, W, n_ch = img.shape
-    M = _check_mask(mask, (H, W))
-    if not isinstance(patch_size, (int, np.integer)) or patch_size < 2:
-        raise ValueError(f"patch_size must be an integer >= 2, got {patch_size!r}")
+    M = check_mask(mask, (H, W))
+    patch_size = check_int("patch_size", patch_size, min=2)
     if patch_size > min(H, W):
         raise ValueError(f"patch_size {patch_size} is larger than the image ({H}x{W})")
-    if not isinstance(stride, (int, np.integer)) or not 1 <= stride <= patch_size:
-        raise ValueError(f"stride must be an integer in [1, patch_size], got {stride!r}")
-    lams = _lam_schedule(lam, n_passes)
-    if not M.any():
-        return _original_layout(img.copy(), channel_axis)
+    stride = check_int("stride", stride, min=1, max=patch_size)
+    lams = _lam_schedule(lam, check_int("n_passes", n_passes))
+    n_train = check_int("n_train", n_train, min=0)
+    batch_size = check_int("batch_size", batch_size)
+    max_iter = check_int("max_iter", max_iter)
+    check_callable("progress", progress)
+    est = _resolve_dictionary(dictionary, patch_size)
     if M.all():
         raise ValueError("mask marks every pixel as missing: nothing to inpaint from")
-    known_px = ~M
-    if not np.all(np.isfinite(img[known_px])):
+    if not np.isfinite(img[~M]).all():
         raise ValueError("image contains NaN or infinite values at known pixels")
-    gen = np.random.default_rng(0 if rng is None else rng)
-    est = _resolve_dictionary(dictionary, patch_size)
-    n_complete = int(np.count_nonzero(_window_sums(M, patch_size) == 0)) if dictionary is None else 0
+    out = np.array(img[..., 0] if axis is None else np.moveaxis(img, -1, axis), dtype=img.dtype, copy=True)
+    if not M.any():
+        return restore_dtype(out, image.dtype)
+    # work in units where the known pixels reach magnitude 1 to 2: a power of two, so that the result does
+    # not depend on the image's units and no intermediate overflows or underflows
+    peak = float(np.max(np.abs(img[~M])))
+    unit = 2.0 ** np.ceil(np.log2(peak)) if peak > 0 else 1.0
+    work = np.where(M[..., None], 0, img) / img.dtype.type(unit)
+    filled = _fill(work, M, est, dictionary is None, patch_size, stride, lams, n_train, batch_size, max_iter,
+                   np.random.default_rng(0 if rng is None else rng), progress)
+    values = filled[M] * img.dtype.type(unit)
+    if axis is None:
+        out[M] = values[:, 0]
+    else:
+        np.moveaxis(out, axis, -1)[M] = values
+    out = restore_dtype(out, image.dtype)
+    if image.dtype.kind == "f":  # known pixels bit for bit: from the input itself
+        known = ~M if axis is None else np.expand_dims(~M, axis)
+        np.copyto(out, image, where=np.broadcast_to(known, image.shape))
+    return out
+
+
+def _fill(img: np.ndarray, M: np.ndarray, est: TreeDictionaryLearning | None, adaptable: bool, patch_size: int,
+          stride: int, lams: np.ndarray, n_train: int, batch_size: int, max_iter: int, gen: np.random.Generator,
+          progress: ProgressCallback | None) -> np.ndarray:
+    """The recipe of :func:`inpaint` on a validated image (channels last, known values about 1): the filled image."""
+    H, W, n_ch = img.shape
+    n_complete = int(np.count_nonzero(_window_sums(M, patch_size) == 0)) if adaptable else 0
     # enough complete patches: adapt to the image, warm started from the shipped dictionary. (With random
     # pixel loss there are few; the generic dictionary then does better than masked learning from scratch.)
     adapt = n_complete >= _MIN_COMPLETE
@@ -385,21 +408,16 @@ def inpaint(
     values = prior[M]
     change = (weight * (lum[M] - start) / np.sqrt(n_ch))[:, None] + (1.0 - weight)[:, None] * (diffused - values)
     prior[M] = values + change.astype(img.dtype)
-    return _original_layout(prior, channel_axis)
+    return prior
 
 
 def _lam_schedule(lam: float | tuple[float, float] | None, n_passes: int) -> np.ndarray:
     """The lam of each pass: geometric from ``lam[0]`` to ``lam[1]``, or constant."""
-    if not isinstance(n_passes, (int, np.integer)) or n_passes < 1:
-        raise ValueError(f"n_passes must be an integer >= 1, got {n_passes!r}")
-    pair = _DEFAULT_LAM if lam is None else (lam, lam) if np.ndim(lam) == 0 else tuple(lam)
-    if len(pair) != 2 or not all(np.isfinite(v) and v > 0 for v in pair):
+    pair = _DEFAULT_LAM if lam is None else (lam, lam) if np.ndim(lam) == 0 else tuple(np.ravel(lam))
+    if len(pair) != 2:
         raise ValueError(f"lam must be a number > 0 or a pair (first, last) of them, got {lam!r}")
-    return np.geomspace(float(pair[0]), float(pair[1]), int(n_passes))
-
-
-def _original_layout(img: np.ndarray, channel_axis: int | None) -> np.ndarray:
-    return img[..., 0] if channel_axis is None else np.moveaxis(img, -1, channel_axis)
+    first, last = (check_number("lam", v, strict=True) for v in pair)
+    return np.geomspace(first, last, n_passes)
 
 
 def _aggregation_window(size: int) -> np.ndarray:
@@ -494,8 +512,8 @@ def _refine_luminance(lum: np.ndarray, missing: np.ndarray, patch_size: int,
                 r, c = r_pos[sl], c_pos[sl]
                 P = _gather(lum, r, c, patch_size).astype(np.float64)
                 Z, plane, scale = _centre(P)
-                codes, _ = _sparse_encode(Z, D, None, lam, penalty, tree, None, max_iter, 1e-4, False,
-                                          batch_size, spectrum=spectrum, n_threads=1, fast=True)
+                codes, _ = _sparse_encode(Z, D, lam=lam, penalty=penalty, tree=tree, max_iter=max_iter, tol=1e-4,
+                                          batch_size=batch_size, spectrum=spectrum, n_threads=1, fast=True)
                 rec = (codes @ D) * scale[:, None] + plane
                 w_fit = _fit_weights(rec, P, ~_gather(missing, r, c, patch_size), floor)
                 return r, c, rec * win * w_fit[:, None], w_fit

@@ -29,6 +29,7 @@ from functools import lru_cache
 import numpy as np
 import pywt
 
+from ._validation import check_level, check_wavelet, max_level
 from .tree import Tree
 
 __all__ = ["level_splits", "quadtree_parents", "wavelet_quadtree", "wavelet_tree", "wavelet_tree_parents"]
@@ -255,10 +256,13 @@ def wavelet_tree(shape: Sequence[int], wavelet: str = "db3", level: int | Sequen
         :func:`pywt.ravel_coeffs` of :func:`pywt.wavedec2`). Built once per
         argument set and cached.
     """
-    shape = tuple(int(s) for s in shape)
+    try:
+        shape = tuple(int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise ValueError(f"shape must be 2 or 3 positive integers, got {shape!r}") from None
     if len(shape) not in (2, 3) or min(shape) < 2:
         raise ValueError(f"shape must have 2 or 3 sides of at least 2, got {shape!r}")
-    _check_wavelet(wavelet)
+    check_wavelet(wavelet)
     levels = default_level(shape) if level is None else level
     levels = (int(levels),) * len(shape) if np.ndim(levels) == 0 else tuple(int(n) for n in levels)
     if len(levels) != len(shape) or min(levels) < 0 or max(levels) < 1:
@@ -295,9 +299,15 @@ def wavelet_quadtree(shape: tuple[int, int], wavelet: str = "db3", level: int | 
         :func:`pywt.ravel_coeffs`. Built once per argument set and cached:
         the 2-D case of :func:`wavelet_tree`.
     """
-    if len(tuple(shape)) != 2:
-        raise ValueError(f"shape must be two sides (M, N), got {shape!r}")
-    return wavelet_tree(shape, wavelet, level, penalize_approx)
+    try:
+        h, w = (int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise ValueError(f"shape must be two positive integers (M, N), got {shape!r}") from None
+    if min(h, w) < 2:
+        raise ValueError(f"shape must have sides of at least 2, got {shape!r}")
+    wav = check_wavelet(wavelet)
+    level = min(default_level((h, w)), max_level((h, w), wav)) if level is None else check_level(level, (h, w), wav)
+    return wavelet_tree((h, w), wavelet, level, penalize_approx)
 
 
 def default_level(shape: Sequence[int]) -> int:
@@ -357,16 +367,3 @@ def wavelet_inverse(c: np.ndarray, wavelet: str, splits: Sequence[int], shape: S
         d["a" * len(axes)] = a
         a = pywt.idwtn(d, wavelet, mode="periodization", axes=axes)
     return a
-
-
-def _check_wavelet(wavelet: str) -> pywt.Wavelet:
-    try:
-        wav = pywt.Wavelet(wavelet)
-    except ValueError:
-        raise ValueError(
-            f"Invalid wavelet: {wavelet!r}; use an orthogonal discrete wavelet of "
-            f"PyWavelets ({', '.join(pywt.wavelist(kind='discrete')[:6])}, ...)") from None
-    if not wav.orthogonal:
-        raise ValueError(f"wavelet {wavelet!r} is not orthogonal: tree denoising needs an "
-                         "orthonormal transform (haar, dbN, symN, coifN)")
-    return wav

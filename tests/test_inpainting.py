@@ -303,7 +303,7 @@ def test_errors(photo, strokes):
         inpaint(photo, strokes, channel_axis=-1, dictionary=default_dictionary(), patch_size=6)
     with pytest.raises(ValueError, match="does not exist"):
         inpaint(photo, strokes, channel_axis=-1, dictionary="missing.npz")
-    with pytest.raises(ValueError, match="2-D"):
+    with pytest.raises(ValueError, match="exactly 2 dimensions .* pass channel_axis"):
         inpaint(photo, strokes)
     for lam in (-1.0, (0.05,), (0.05, np.nan), (0.05, 0.0)):
         with pytest.raises(ValueError, match="lam"):

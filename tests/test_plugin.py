@@ -12,8 +12,9 @@ import pytest
 pytest.importorskip("napari")
 pytest.importorskip("npe2")
 
-import restore  # noqa: E402
 from restore_napari import _common, _denoise, _sample_data  # noqa: E402
+
+import restore  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "plugin" / "napari.yaml"
@@ -301,8 +302,8 @@ def test_job_errors_become_notifications_with_the_librarys_message(errors):
     job = _common.Job(_denoise.denoise_planes, np.zeros((32, 32), np.float32), params, False)
     job.start()
     assert job.outcome == "errored"
-    assert errors == ["restore-tree: wavelet 'bior1.3' is not orthogonal: tree denoising needs an "
-                      "orthonormal transform (haar, dbN, symN, coifN)"]
+    assert errors == ["restore-tree: Invalid wavelet: 'bior1.3' is not orthogonal: tree denoising needs an "
+                      "orthonormal transform: haar, dbN (N = 1..38), symN (N = 2..20), coifN (N = 1..17)"]
 
 
 def test_error_message_shows_type_for_unexpected_errors():

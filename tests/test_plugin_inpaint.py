@@ -96,6 +96,7 @@ def test_widget_inpaints_the_sample_and_cancel_adds_nothing(make_napari_viewer, 
 
 def test_atoms_picture_and_branching():
     from restore_napari import _learn
+
     from restore import default_dictionary
 
     est = default_dictionary()
@@ -109,6 +110,7 @@ def test_atoms_picture_and_branching():
 @pytest.mark.parametrize("branching", [(10, 3, 3), (10, 2, 2), (4, 2), (3,), (2, 2, 2, 2), (5, 1, 3)])
 def test_atom_positions_keep_the_tree_and_never_overlap(branching):
     from restore_napari import _learn
+
     from restore import Tree
 
     tree = Tree.balanced(branching)

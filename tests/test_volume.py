@@ -100,9 +100,9 @@ def test_poisson_gaussian_beats_gaussian_on_photon_noise(nuclei):
         ({"axes": (0,)}, "two or three axes"),
         ({"axes": (0, 0, 1)}, "distinct"),
         ({"axes": (0, 5)}, "two or three axes"),
-        ({"noise": "poisson"}, "supported noise models are gaussian, poisson-gaussian"),
+        ({"noise": "poisson"}, "Invalid noise: .poisson.; supported noise models are gaussian, poisson-gaussian"),
         ({"gain": 0.1}, "applies to noise='poisson-gaussian' only"),
-        ({"noise": "poisson-gaussian", "gain": 0.0}, "gain must be > 0"),
+        ({"noise": "poisson-gaussian", "gain": 0.0}, r"gain \(image units per photon\) must be finite and > 0, got 0.0"),
         ({"level": (1, 2)}, "one integer >= 0 per axis"),
     ],
 )
