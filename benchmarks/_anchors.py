@@ -52,12 +52,18 @@ def _denoise(method: str, y: np.ndarray, sigma: float) -> np.ndarray:
     return np.stack([np.asarray(bm3d.bm3d(p, sigma)) for p in y])
 
 
-def run(method: str, name: str, protocol: str, clean: np.ndarray, noisy: np.ndarray, rerun: bool = False) -> dict:
-    """PSNR, CPU and wall seconds of an anchor (``'bm4d'`` or ``'bm3d'``), from the cache when there."""
+def run(method: str, name: str, protocol: str, clean: np.ndarray, noisy: np.ndarray, rerun: bool = False,
+        cached_only: bool = False) -> dict:
+    """PSNR, CPU and wall seconds of an anchor (``'bm4d'`` or ``'bm3d'``), from the cache when there.
+
+    Raises KeyError when ``cached_only`` and the result is not cached.
+    """
     key = f"{method}/{name}/{protocol}/{digest(noisy)}"
     cache = _load()
     if key in cache and not rerun:
         return cache[key]
+    if cached_only:
+        raise KeyError(key)
     p = noise_params(protocol)
     c0, w0 = time.process_time(), time.perf_counter()
     if p["noise"] == "gaussian":

@@ -127,3 +127,13 @@ def test_dask_agrees_with_memory_on_the_interior(nuclei, rng):
     assert abs(psnr(auto[inner], big[inner]) - psnr(auto_ref[inner], big[inner])) < 0.05
     with pytest.raises(ValueError, match="progress is not available"):
         denoise_wavelet_tree(lazy_in, progress=lambda d, t: None, **kw)
+
+
+def test_per_level_sure_in_3d_and_its_progress(nuclei, rng):
+    noisy = nuclei + 0.1 * rng.standard_normal(nuclei.shape)
+    reports = []
+    out = denoise_wavelet_tree(noisy, axes=(0, 1, 2), sigma=0.1, per_level=True,
+                               progress=lambda d, t: reports.append((d, t)))
+    assert reports[-1][0] == reports[-1][1] and [d for d, _ in reports] == sorted(d for d, _ in reports)
+    one = denoise_wavelet_tree(noisy, axes=(0, 1, 2), sigma=0.1)
+    assert psnr(out, nuclei) > psnr(one, nuclei) - 0.05
