@@ -110,7 +110,7 @@ def part_methods(args) -> dict:
         for protocol in V.PROTOCOLS:
             y = V.add_noise(x, protocol)
             params = V.noise_params(protocol)
-            rows = [("noisy", V.psnr(y, x), "", "")]
+            rows = [("noisy", f"{V.psnr(y, x):.2f}", "", "")]
             res = {}
             for label, fn in methods(x, y, params):
                 note(f"{name} {protocol}: {label}")
@@ -168,6 +168,7 @@ def part_choices(args) -> dict:
         ("shifts 8 -> 16", {"cycle_spins": 16}),
         ("penalty tree_l2 -> tree_linf", {"penalty": "tree_linf"}),
         ("penalty tree_l2 -> l1", {"penalty": "l1"}),
+        ("per-level SURE", {"per_level": True}),
     ]
     rows, res = [], {}
     ref = None
