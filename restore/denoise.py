@@ -487,9 +487,8 @@ def _per_level(method: str | None, penalty: str, plan: _Plan, per_level: bool | 
     return method == "sure" and (_PER_LEVEL_DEFAULT if per_level is None else bool(per_level))
 
 
-# Per-level SURE is opt-in for now: on 15 photographs at sigma 10 and 25 it gained 0.03 dB on average over one lam
-# and lost to BayesShrink once in 30 cases instead of twice, but the Denoise widget passes lam as numbers (no level
-# weights) and must follow before this becomes the default.
+# Per-level SURE is opt-in for now: its gain over one lam is small on photographs and volumes (measured in the
+# issue's report), and the Denoise widget passes lam as numbers (no level weights): it must follow first.
 _PER_LEVEL_DEFAULT = False
 
 
@@ -869,7 +868,7 @@ def _denoise_plane(plane: np.ndarray, lam: float, penalty: str, plan: _Plan, pen
 
 
 # The empirical Wiener stage works in a second basis: a short Daubechies filter, other than the default db3, so that
-# its errors differ from the pilot's (on the benchmark volumes db2 beat haar and sym4 after a db3 pilot).
+# its errors differ from the pilot's (db2 did best of haar, db2, sym4 after a db3 pilot in benchmarks/bench_volume.py).
 _WIENER_WAVELET = "db2"
 
 
