@@ -4,6 +4,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from restore import denoise_wavelet_tree, prox, wavelet_tree
 from restore.wavelet import level_splits, wavelet_forward, wavelet_inverse
@@ -141,3 +143,21 @@ def test_per_level_sure_in_3d_and_its_progress(nuclei, rng):
     assert reports[-1][0] == reports[-1][1] and [d for d, _ in reports] == sorted(d for d, _ in reports)
     one = denoise_wavelet_tree(noisy, axes=(0, 1, 2), sigma=0.1)
     assert psnr(out, nuclei) > psnr(one, nuclei) - 0.05
+
+
+@settings(max_examples=25)
+@given(data=st.data())
+def test_any_axes_equal_the_volume_moved_to_the_front(data):
+    """Transforming axes (a, b, c) of a 4-D array equals moving them first and denoising each volume."""
+    shape = tuple(data.draw(st.integers(2, 9)) for _ in range(4))
+    axes = tuple(data.draw(st.permutations(range(4)))[:3])
+    level = data.draw(st.sampled_from([1, 2, (0, 1, 2), (1, 2, 1)]))
+    vol = np.random.default_rng(0).standard_normal(shape)
+    out = denoise_wavelet_tree(vol, axes=axes, lam=0.4, sigma=1.0, level=level, wavelet="haar")
+    assert out.shape == vol.shape
+    sp = sorted(axes)
+    rest = [i for i in range(4) if i not in sp][0]
+    moved = np.moveaxis(vol, [rest, *sp], [0, 1, 2, 3])
+    ref = np.stack([denoise_wavelet_tree(v, axes=(0, 1, 2), lam=0.4, sigma=1.0, level=level, wavelet="haar")
+                    for v in moved])
+    np.testing.assert_allclose(np.moveaxis(ref, [0, 1, 2, 3], [rest, *sp]), out, atol=1e-12)
