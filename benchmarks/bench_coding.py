@@ -194,7 +194,8 @@ def bench_coding(args: argparse.Namespace, rng: np.random.Generator) -> dict:
     X = patches(args.data, args.test, args.n_code, rng)
     note(f"coding: learning the {tree.n_vars}-atom dictionary on {len(Xd)} patches")
     t0 = time.perf_counter()
-    D = TreeDictionaryLearning(BRANCHING, lam=args.lam, n_epochs=1, batch_size=BATCH, random_state=0).fit(Xd).components_
+    D = TreeDictionaryLearning(BRANCHING, lam=args.lam, n_epochs=1, batch_size=BATCH,
+                               random_state=0).fit(Xd).components_
     t_dict = time.perf_counter() - t0
     lam = args.lam
 

@@ -12,7 +12,7 @@ from .denoising import EvaluationConfig, evaluate_denoising, load_grey_images
 from .inpainting import evaluate_inpainting
 from .patches import evaluate_patches
 from .report import markdown_table
-from .runner import IMAGE_SUFFIXES
+from .runner import IMAGE_SUFFIXES, FolderInUse
 
-__all__ = ["IMAGE_SUFFIXES", "EvaluationConfig", "evaluate_denoising", "evaluate_inpainting", "evaluate_patches",
-           "load_grey_images", "markdown_table"]
+__all__ = ["IMAGE_SUFFIXES", "EvaluationConfig", "FolderInUse", "evaluate_denoising", "evaluate_inpainting",
+           "evaluate_patches", "load_grey_images", "markdown_table"]

@@ -18,12 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write_text
-from .._validation import check_wavelet
+from .._validation import check_choice, check_int, check_number, check_wavelet
 from ..denoise import PlaneDenoiser, lam_from_threshold, log_search
-from ..proximal import check_penalty_name
+from ..proximal import PENALTIES
 from .report import csv_text, markdown_table, write_plot
-from .runner import IMAGE_SUFFIXES, run_units
+from .runner import IMAGE_SUFFIXES, OutputFolder, Unit
 
 __all__ = ["COLUMNS", "LAM_MODES", "PAPER_ORDER", "EvaluationConfig", "evaluate_denoising", "load_grey_images",
            "run_unit"]
@@ -48,17 +47,18 @@ class EvaluationConfig:
 
     def validate(self) -> None:
         """Raise ValueError on an invalid setting."""
-        if not self.sigmas or any(not np.isfinite(s) or s <= 0 for s in self.sigmas):
-            raise ValueError(f"sigmas must be positive numbers, got {self.sigmas!r}")
+        if not self.sigmas:
+            raise ValueError("sigmas is empty: give at least one noise level")
+        for s in self.sigmas:
+            check_number("sigmas", s, strict=True)
         for w in self.wavelets:
             check_wavelet(w)
         for p in self.penalties:
-            check_penalty_name(p)
+            check_choice("penalty", p, PENALTIES, plural="penalties")
         for m in self.lam_modes:
-            if m not in LAM_MODES:
-                raise ValueError(f"Invalid lam mode: {m!r}; supported modes are {', '.join(LAM_MODES)}")
-        if self.n_draws < 1:
-            raise ValueError(f"n_draws must be >= 1, got {self.n_draws}")
+            check_choice("lam mode", m, LAM_MODES, plural="modes")
+        check_int("n_draws", self.n_draws)
+        check_int("seed", self.seed, min=0)
         if not self.images:
             raise ValueError("no images to evaluate")
 
@@ -133,8 +133,19 @@ def run_unit(clean: np.ndarray, name: str, image_index: int, sigma: float, draw:
     return rows
 
 
-def _unit_key(row: dict) -> tuple:
-    return (row["image"], float(row["sigma"]), int(row["draw"]))
+def _row_key(row: dict) -> tuple:
+    return (row["image"], float(row["sigma"]), row["wavelet"], row["method"], row["lam_mode"], int(row["draw"]))
+
+
+def _unit_rows(name: str, sigma: float, draw: int, config: EvaluationConfig) -> frozenset:
+    """The keys of the rows :func:`run_unit` writes for one noisy image."""
+    keys = {(name, sigma, w, p, m, draw) for w in config.wavelets for p in config.penalties for m in config.lam_modes}
+    if config.bayes:
+        keys |= {(name, sigma, w, "bayes_shrink", "auto", draw) for w in config.wavelets}
+    return frozenset(keys)
+
+
+_TYPES = {"sigma": float, "draw": int, "lam": float, "psnr": float, "seconds": float}
 
 
 def evaluate_denoising(
@@ -199,16 +210,17 @@ def evaluate_denoising(
     config = EvaluationConfig(tuple(float(s) for s in sigmas), tuple(wavelets), tuple(penalties),
                               tuple(lam_modes), int(n_draws), int(seed), bool(bayes), tuple(images))
     config.validate()
+    check_int("n_jobs", n_jobs) if n_jobs is not None else None
     index = {name: i for i, name in enumerate(images)}
-    units = [(name, s, d) for name in images for s in config.sigmas for d in range(config.n_draws)]
-    tasks = {u: (run_unit, (images[u[0]], u[0], index[u[0]], u[1], u[2], config)) for u in units}
-    rows = run_units(Path(out_dir), image_dir, asdict(config), tasks, _unit_key, COLUMNS,
-                     force, progress, n_jobs, scheduler)
-    rows.sort(key=lambda r: (r["image"], float(r["sigma"]), r["wavelet"], r["method"], r["lam_mode"],
-                             int(r["draw"])))
-    out = Path(out_dir)
-    atomic_write_text(out / "results.csv", csv_text(rows, COLUMNS))
-    atomic_write_text(out / "table.md", markdown_table(rows))
-    write_plot(rows, out / "psnr.png")
-    (out / "results.partial.csv").unlink()
+    units = [Unit((name, s, d), run_unit, (images[name], name, index[name], s, d, config),
+                  _unit_rows(name, s, d, config))
+             for name in images for s in config.sigmas for d in range(config.n_draws)]
+    with OutputFolder(out_dir, {"task": "denoise", **asdict(config)}, force=force, input_dir=image_dir) as folder:
+        rows = folder.run(units, _row_key, COLUMNS, _TYPES, progress, n_jobs, scheduler)
+        rows.sort(key=_row_key)
+        folder.write_text("results.csv", csv_text(rows, COLUMNS))
+        folder.write_text("table.md", markdown_table(rows))
+        with folder.atomic_path("psnr.png") as tmp:
+            write_plot(rows, tmp)
+        folder.finish()
     return rows

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write_text
+from .._validation import check_int
 from .report import csv_text, inpainting_table
-from .runner import IMAGE_SUFFIXES, run_units
+from .runner import IMAGE_SUFFIXES, OutputFolder, Unit
 
 __all__ = ["INPAINT_COLUMNS", "INPAINT_METHODS", "evaluate_inpainting", "run_inpaint_unit"]
 
@@ -119,23 +119,27 @@ def evaluate_inpainting(
             import cv2  # noqa: F401
         except ImportError:
             methods = tuple(m for m in methods if m != "telea")
+    stride = check_int("stride", stride)
+    if n_jobs is not None:
+        check_int("n_jobs", n_jobs)
     images = sorted(p for p in image_dir.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
-    tasks = {}
+    units = []
     for img in images:
         for kind in mask_kinds:
             mask = mask_dir / f"{img.stem}_{kind}.png"
             if mask.is_file():
-                tasks[(img.stem, kind)] = (run_inpaint_unit, (str(img), str(mask), kind, methods, int(stride)))
-    if not tasks:
+                units.append(Unit((img.stem, kind), run_inpaint_unit, (str(img), str(mask), kind, methods, stride),
+                                  frozenset((img.stem, kind, m) for m in methods)))
+    if not units:
         raise ValueError(f"no image of {str(image_dir)!r} has a mask <image>_<kind>.png in {str(mask_dir)!r} "
                          f"for kinds {', '.join(mask_kinds)}")
-    config = {"task": "inpaint", "images": sorted({k[0] for k in tasks}), "mask_kinds": list(mask_kinds),
-              "methods": list(methods), "stride": int(stride)}
-    out = Path(out_dir)
-    rows = run_units(out, image_dir, config, tasks, lambda r: (r["image"], r["mask"]), INPAINT_COLUMNS,
-                     force, progress, n_jobs, scheduler)
-    rows.sort(key=lambda r: (r["mask"], r["image"], methods.index(r["method"])))
-    atomic_write_text(out / "results.csv", csv_text(rows, INPAINT_COLUMNS))
-    atomic_write_text(out / "table.md", inpainting_table(rows, methods))
-    (out / "results.partial.csv").unlink()
+    config = {"task": "inpaint", "images": sorted({u.key[0] for u in units}), "mask_kinds": list(mask_kinds),
+              "methods": list(methods), "stride": stride}
+    with OutputFolder(out_dir, config, force=force, input_dir=image_dir) as folder:
+        rows = folder.run(units, lambda r: (r["image"], r["mask"], r["method"]), INPAINT_COLUMNS,
+                          {"psnr": float, "seconds": float}, progress, n_jobs, scheduler)
+        rows.sort(key=lambda r: (r["mask"], r["image"], methods.index(r["method"])))
+        folder.write_text("results.csv", csv_text(rows, INPAINT_COLUMNS))
+        folder.write_text("table.md", inpainting_table(rows, methods))
+        folder.finish()
     return rows

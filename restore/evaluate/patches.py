@@ -8,9 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write_text
 from .report import csv_text, patches_table
-from .runner import prepare_out_dir
+from .runner import OutputFolder
 
 __all__ = ["PATCH_COLUMNS", "evaluate_patches"]
 
@@ -106,24 +105,25 @@ def evaluate_patches(
     config = {"task": "patches", "train": [str(p) for p in train], "test": [str(p) for p in test],
               "branching": list(branching), "missing": list(missing), "n_train": n_train, "n_test": n_test,
               "seed": seed}
-    partial = prepare_out_dir(out, config, force, train[0].parent)
-    rng = np.random.default_rng(seed)
-    Xtr = _grey_patches(train, n_train, rng)
-    Xte = _grey_patches(test, 2 * n_test, rng)
-    Xval, Xte = Xte[:n_test], Xte[n_test:]
-    k = Tree.balanced(branching).n_vars
-    rows = []
-    for method, kw in (("tree", {"penalty": "tree_l2"}), ("flat", {"penalty": "l1", "n_atoms": k})):
-        ests = [TreeDictionaryLearning(tuple(branching), lam=lam, n_epochs=n_epochs, random_state=seed, **kw).fit(Xtr)
-                for lam in learn_lams]
-        for rate in missing:
-            mval = np.random.default_rng([seed, int(rate * 1000)]).random(Xval.shape) >= rate
-            mte = np.random.default_rng([seed, int(rate * 1000), 1]).random(Xte.shape) >= rate
-            best = min(((e, lam) for e in ests for lam in code_lams),
-                       key=lambda el, mval=mval: _patch_error(el[0], Xval, mval, el[1]))
-            rows.append({"method": method, "missing": float(rate), "error": _patch_error(best[0], Xte, mte, best[1]),
-                         "learn_lam": float(best[0].lam), "code_lam": float(best[1])})
-    atomic_write_text(out / "results.csv", csv_text(rows, PATCH_COLUMNS))
-    atomic_write_text(out / "table.md", patches_table(rows, k))
-    partial.unlink(missing_ok=True)
+    with OutputFolder(out, config, force=force, input_dir=train[0].parent) as folder:
+        rng = np.random.default_rng(seed)
+        Xtr = _grey_patches(train, n_train, rng)
+        Xte = _grey_patches(test, 2 * n_test, rng)
+        Xval, Xte = Xte[:n_test], Xte[n_test:]
+        k = Tree.balanced(branching).n_vars
+        rows = []
+        for method, kw in (("tree", {"penalty": "tree_l2"}), ("flat", {"penalty": "l1", "n_atoms": k})):
+            ests = [TreeDictionaryLearning(tuple(branching), lam=lam, n_epochs=n_epochs, random_state=seed, **kw)
+                    .fit(Xtr) for lam in learn_lams]
+            for rate in missing:
+                mval = np.random.default_rng([seed, int(rate * 1000)]).random(Xval.shape) >= rate
+                mte = np.random.default_rng([seed, int(rate * 1000), 1]).random(Xte.shape) >= rate
+                best = min(((e, lam) for e in ests for lam in code_lams),
+                           key=lambda el, mval=mval: _patch_error(el[0], Xval, mval, el[1]))
+                rows.append({"method": method, "missing": float(rate),
+                             "error": _patch_error(best[0], Xte, mte, best[1]),
+                             "learn_lam": float(best[0].lam), "code_lam": float(best[1])})
+        folder.write_text("results.csv", csv_text(rows, PATCH_COLUMNS))
+        folder.write_text("table.md", patches_table(rows, k))
+        folder.finish()
     return rows

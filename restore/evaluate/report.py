@@ -8,8 +8,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_path
-
 __all__ = ["csv_text", "inpainting_table", "markdown_table", "patches_table", "summarize", "write_plot"]
 
 PAPER_ORDER = ("l0", "tree_l0", "l1", "tree_l2", "tree_linf")
@@ -74,7 +72,7 @@ def markdown_table(rows: list[dict]) -> str:
 
 
 def write_plot(rows: list[dict], path: Path) -> None:
-    """PSNR against sigma, one panel per wavelet, one line per method and lam mode (PNG, atomically)."""
+    """PSNR against sigma, one panel per wavelet, one line per method and lam mode (PNG)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -99,8 +97,7 @@ def write_plot(rows: list[dict], path: Path) -> None:
         ax.legend(fontsize=7)
     fig.tight_layout()
     try:
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, dpi=110)
+        fig.savefig(path, dpi=110, format="png")
     finally:
         plt.close(fig)
 
