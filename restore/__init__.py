@@ -25,6 +25,8 @@ _EXPORTS = {
     "default_dictionary": ".inpainting",
     "inpaint": ".inpainting",
     "learn_dictionary": ".inpainting",
+    "NoiseEstimate": ".noise",
+    "estimate_noise": ".noise",
     "TreeDictionaryLearning": ".learning",
     "PENALTIES": ".proximal",
     "TREE_PENALTIES": ".proximal",
@@ -32,6 +34,7 @@ _EXPORTS = {
     "prox": ".proximal",
     "Tree": ".tree",
     "wavelet_quadtree": ".wavelet",
+    "wavelet_tree": ".wavelet",
 }
 
 __all__ = [
@@ -39,11 +42,13 @@ __all__ = [
     "TREE_PENALTIES",
     "Cancelled",
     "LamChoice",
+    "NoiseEstimate",
     "Tree",
     "TreeDictionaryLearning",
     "choose_lam",
     "default_dictionary",
     "denoise_wavelet_tree",
+    "estimate_noise",
     "estimate_sigma",
     "inpaint",
     "learn_dictionary",
@@ -51,6 +56,7 @@ __all__ = [
     "prox",
     "sparse_encode",
     "wavelet_quadtree",
+    "wavelet_tree",
 ]
 __version__ = "0.1.0"
 
@@ -73,6 +79,7 @@ if TYPE_CHECKING:  # the names, for type checkers and IDEs
     from .denoise import LamChoice, choose_lam, denoise_wavelet_tree, estimate_sigma
     from .inpainting import default_dictionary, inpaint, learn_dictionary
     from .learning import TreeDictionaryLearning
+    from .noise import NoiseEstimate, estimate_noise
     from .proximal import PENALTIES, TREE_PENALTIES, penalty_value, prox
     from .tree import Tree
-    from .wavelet import wavelet_quadtree
+    from .wavelet import wavelet_quadtree, wavelet_tree
