@@ -20,7 +20,7 @@ by PSNR against the clean image:
   (convex penalties) or by the calibrated rule (``l0``, ``tree_l0``);
 * both methods averaged over the same four circular shifts (cycle spinning).
 
-See :doc:`/methods` for the maths.
+See :doc:`/user_guide/methods` for the maths.
 """
 
 # %%

@@ -3,7 +3,7 @@ Remove text from a photograph
 =============================
 
 :func:`restore.inpaint` fills the masked pixels of an image from a
-tree-structured dictionary of patches. The recipe (see :doc:`/methods`):
+tree-structured dictionary of patches. The recipe (see :doc:`/user_guide/methods`):
 start from the biharmonic interpolant of the known pixels, sharpen it at
 edges by edge-enhancing diffusion, then refine the luminance in passes that
 sparse-code the patches touching the mask over the dictionary, with ``lam``
