@@ -32,7 +32,7 @@ from skimage.metrics import peak_signal_noise_ratio
 
 import restore
 
-repository = Path(__file__).resolve().parents[2]  # this file is docs/examples/plot_volume.py
+repository = Path(restore.__file__).resolve().parents[1]  # a source checkout: restore/ and tests/ side by side
 volume = np.load(repository / "tests" / "data" / "nuclei_16x64x64.npz")["volume"]
 clean = (volume - volume.min()) / float(volume.max() - volume.min())  # [0, 1]
 
