@@ -649,7 +649,7 @@ def denoise_wavelet_tree(
     of one more pair of transforms per shift.
 
     SURE picks ``lam`` within about 0.1 dB of the best possible value on
-    natural images (see the README). The opponent colour transform is
+    natural images (``benchmarks/bench_denoise.py`` measures it). The opponent colour transform is
     orthonormal, so white noise stays white with the same sigma in each
     of its channels.
 

@@ -345,7 +345,18 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
                               batch_size=CODING_BATCH)[0]
 
     def inverse_transform(self, X: ArrayLike) -> NDArray[np.float64]:
-        """Signals ``X @ components_`` from codes ``X`` (n_samples, n_atoms)."""
+        """Rebuild signals from their codes: ``X @ components_``.
+
+        Parameters
+        ----------
+        X : array_like, shape (n_samples, n_atoms)
+            Codes, as :meth:`transform` returns them.
+
+        Returns
+        -------
+        ndarray, shape (n_samples, n_features)
+            The signals the codes represent.
+        """
         check_is_fitted(self)
         A = check_matrix(X, "X")
         if A.shape[1] != self.components_.shape[0]:
@@ -362,6 +373,11 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         :meth:`load` reads). It is written beside ``path`` first and renamed
         over it only once complete, so an existing file is replaced only by
         a complete model and never left half-written.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file to write (not a folder).
         """
         check_is_fitted(self)
         path = Path(path)
@@ -378,7 +394,24 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TreeDictionaryLearning:
-        """Load a dictionary saved by :meth:`save` (from exactly ``path``)."""
+        """Load a dictionary saved by :meth:`save` (from exactly ``path``).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file :meth:`save` wrote.
+
+        Returns
+        -------
+        TreeDictionaryLearning
+            The fitted estimator, ready to ``transform``, to continue with
+            ``partial_fit``, or to pass to :func:`restore.inpaint`.
+
+        Raises
+        ------
+        ValueError
+            The file is missing, unreadable or not written by :meth:`save`.
+        """
         try:
             with np.load(path, allow_pickle=False) as z:
                 params = json.loads(str(z["params"]))

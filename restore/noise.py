@@ -167,7 +167,18 @@ class NoiseEstimate:
     gain: float | None = None
 
     def variance(self, mean: ArrayLike) -> NDArray[np.float64]:
-        """The noise-level function: variance of a pixel of expected value ``mean``."""
+        """The noise-level function: variance of a pixel of expected value ``mean``.
+
+        Parameters
+        ----------
+        mean : array_like
+            Expected pixel values, in image units (negative ones count as 0).
+
+        Returns
+        -------
+        ndarray
+            ``gain * mean + sigma**2``, of ``mean``'s shape.
+        """
         m = np.asarray(mean, dtype=np.float64)
         return (self.gain or 0.0) * np.maximum(m, 0.0) + self.sigma**2
 

@@ -226,19 +226,52 @@ class Tree:
     # ------------------------------------------------------------------
 
     def children(self, node: int) -> NDArray[np.int64]:
-        """The children of ``node``, in increasing id."""
+        """The children of ``node``, in increasing id.
+
+        Parameters
+        ----------
+        node : int
+            A node id, in ``[0, n_nodes)``.
+
+        Returns
+        -------
+        ndarray of int64
+            The ids of its children (empty for a leaf).
+        """
         self._check_node(node)
         return np.flatnonzero(self.parents == node).astype(np.int64)
 
     def node_vars(self, node: int) -> NDArray[np.int64]:
-        """The variables ``node`` owns itself, in increasing order."""
+        """The variables ``node`` owns itself, in increasing order.
+
+        Parameters
+        ----------
+        node : int
+            A node id, in ``[0, n_nodes)``.
+
+        Returns
+        -------
+        ndarray of int64
+            The indices of its own variables (not its descendants').
+        """
         self._check_node(node)
         f = self._flat
         k = self._pos[node]
         return np.sort(f.perm[f.own_ptr[k]:f.own_ptr[k + 1]])
 
     def group(self, node: int) -> NDArray[np.int64]:
-        """The variables of the group of ``node`` (it and its descendants)."""
+        """The variables of the group of ``node`` (it and its descendants).
+
+        Parameters
+        ----------
+        node : int
+            A node id, in ``[0, n_nodes)``.
+
+        Returns
+        -------
+        ndarray of int64
+            The indices of the group's variables, in increasing order.
+        """
         self._check_node(node)
         f = self._flat
         k = self._pos[node]
@@ -261,7 +294,18 @@ class Tree:
         return DFSLayout(self._order, f.perm, np.diff(f.own_ptr), f.parent)
 
     def with_weights(self, weights: ArrayLike) -> Tree:
-        """The same tree with other group weights, sharing the layout (O(n_nodes), no new traversal)."""
+        """The same tree with other group weights, sharing the layout (O(n_nodes), no new traversal).
+
+        Parameters
+        ----------
+        weights : array_like of float, shape (n_nodes,)
+            The weight of each node's group, finite and >= 0 (0: unpenalised).
+
+        Returns
+        -------
+        Tree
+            A new tree; this one is unchanged.
+        """
         w = np.array(weights, dtype=np.float64, copy=True)
         if w.shape != (self.n_nodes,):
             raise ValueError(f"weights must have shape ({self.n_nodes},) like parents, got {w.shape}")

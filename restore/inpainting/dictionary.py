@@ -77,10 +77,16 @@ def learn_dictionary(
     branching : tuple of int, default (10, 3, 3)
         Tree of the atoms, as in :class:`TreeDictionaryLearning` (131 atoms,
         as the shipped dictionary; see :func:`restore.inpaint`).
-    penalty, n_atoms, lam, n_epochs
+    penalty : str, default 'tree_l2'
+        As in :class:`TreeDictionaryLearning`.
+    n_atoms : int, optional
+        As in :class:`TreeDictionaryLearning` (for a flat dictionary).
+    lam : float, default 0.1
         As in :class:`TreeDictionaryLearning`.
     n_patches : int
         Training patches in all, spread evenly over the images.
+    n_epochs : int, default 1
+        Passes over the patches, as in :class:`TreeDictionaryLearning`.
     channel_axis : int, optional
         Axis of the colour channels.
     init : TreeDictionaryLearning, optional
