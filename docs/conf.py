@@ -50,6 +50,13 @@ autodoc_default_options = {"inherited-members": False}
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_attributes_as_param_list = True
+# every parameter documented, none unknown, in the signature's order (the checks a reader of the API relies on)
+numpydoc_validation_checks = {"PR01", "PR02", "PR03", "PR10"}
+numpydoc_validation_exclude = {
+    r"^restore\.evaluate\.",  # owned by the evaluation's maintainers; its gaps are listed, not fixed, in the docs work
+    # results and a tree built by its classmethods: users read their fields (Attributes), never call the constructor
+    r"^restore\.(LamChoice|NoiseEstimate|Tree)$",
+}
 
 
 def _skip_foreign_member(app, what, name, obj, skip, options):
@@ -84,6 +91,7 @@ def _attribute_doc(app, what, name, obj, options, lines):
 
 
 def setup(app):
+    """Connect the two hooks above."""
     app.connect("autodoc-skip-member", _skip_foreign_member)
     app.connect("autodoc-process-docstring", _attribute_doc)
 
