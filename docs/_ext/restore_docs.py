@@ -36,6 +36,7 @@ class BenchmarkResults(SphinxDirective):
     has_content = False
 
     def run(self) -> list[nodes.Node]:
+        """Insert the include of the results file, or the one line saying how to make it."""
         name = self.arguments[0]
         path = _results_dir(self.env.app) / f"{name}.md"
         if not hasattr(self.env, "restore_results_used"):
@@ -76,6 +77,7 @@ def _check_all_shown(app: Sphinx, env) -> None:
 
 
 def setup(app: Sphinx) -> dict:
+    """Register the directive, its configuration value and the check that every results file is shown."""
     app.add_config_value("restore_results_dir", "", "env", types=[str])
     app.add_directive("benchmark-results", BenchmarkResults)
     app.connect("env-purge-doc", _purge)

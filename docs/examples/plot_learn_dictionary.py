@@ -61,6 +61,7 @@ def tree_layout(tree):
 
 
 def show_atoms(est, ax, title):
+    """Draw each atom at its node's place, with a line to its parent."""
     pos = tree_layout(est.tree_)
     for node, (row, col) in pos.items():
         atom = est.components_[node].reshape(8, 8)
