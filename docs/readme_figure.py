@@ -30,6 +30,7 @@ CROP = (slice(40, 296), slice(130, 386))  # the cameraman's head and camera, whe
 
 
 def main() -> None:
+    """Denoise the noisy photograph both ways and write the three panels with their PSNR."""
     clean = io.imread(ROOT / "sample_images" / "camera.png").astype(np.float64)
     noisy = clean + np.random.default_rng(0).normal(0.0, SIGMA, clean.shape)
     ours = denoise_wavelet_tree(noisy, sigma=SIGMA, cycle_spins=8)

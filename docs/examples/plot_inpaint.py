@@ -24,17 +24,19 @@ also our starting point.
 # photograph, as a real caption would be, and keep the clean image to
 # measure the result.
 import time
+from importlib.resources import as_file, files
 
 import matplotlib.pyplot as plt
 import numpy as np
-from restore_napari._sample_data import clean_cat, text_mask  # the plugin's sample data (no Qt)
+from skimage import data, io
 from skimage.restoration import inpaint_biharmonic
 from skimage.util import img_as_float
 
 import restore
 
-clean = img_as_float(clean_cat())
-mask = text_mask() != 0  # canonical booleans (the sample decodes a 1-bit PNG; scikit-image reads raw bytes)
+clean = img_as_float(data.chelsea()[22:278, 100:356])
+with as_file(files("restore_napari") / "data" / "chelsea_cat_text.png") as path:
+    mask = io.imread(path) != 0  # the text mask that ships with the plugin, non-zero on the text
 damaged = clean.copy()
 damaged[mask] = 1.0
 print(f"{clean.shape[0]} x {clean.shape[1]} pixels, {mask.mean():.1%} missing")
