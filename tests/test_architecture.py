@@ -17,6 +17,7 @@ RANK = {
     "_core": 1,
     "_core_diffusion": 1,
     "_files": 1,
+    "_stores": 1,
     "tree": 2,
     "proximal": 3,
     "wavelet": 4,
