@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ._io import atomic_path
 
-__all__ = ["check_output", "read_image", "read_mask", "write_image"]
+__all__ = ["TiffInfo", "check_output", "read_image", "read_mask", "tiff_info", "write_image"]
 
 # What each format can hold: dtypes and numbers of channels (1 = grey).
 _FORMATS = {
@@ -79,6 +80,51 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
     return img
 
 
+@dataclass(frozen=True)
+class TiffInfo:
+    """What a TIFF file says besides its pixels, to write the result with it.
+
+    Attributes
+    ----------
+    colour : bool
+        Samples per pixel along the last axis (RGB(A)), not a stack of planes.
+    resolution : (float, float) or None
+        Pixels per unit along x and y (the XResolution and YResolution tags).
+    resolution_unit : int or None
+        The ResolutionUnit tag (1 none, 2 inch, 3 centimetre).
+    imagej : dict or None
+        ImageJ's spacing (z step) and unit when the file is an ImageJ hyperstack.
+    """
+
+    colour: bool = False
+    resolution: tuple[float, float] | None = None
+    resolution_unit: int | None = None
+    imagej: dict | None = None
+
+
+# ImageJ's metadata we carry over: the z step and the unit of the spacings (the x and y ones are the resolution)
+_IMAGEJ_KEYS = ("spacing", "unit")
+# ImageJ hyperstacks hold only these dtypes; others are written as plain TIFF with the resolution tags
+_IMAGEJ_DTYPES = ("uint8", "uint16", "float32")
+
+
+def tiff_info(path: str | os.PathLike) -> TiffInfo:
+    """The layout and spatial metadata of a TIFF file's first series (read without its pixels)."""
+    import tifffile
+
+    try:
+        with tifffile.TiffFile(path) as tif:
+            series, page = tif.series[0], tif.pages[0]
+            ij = tif.imagej_metadata
+            res = tuple(float(r) for r in page.resolution) if "XResolution" in page.tags else None
+            unit = int(page.resolutionunit) if res is not None else None
+            return TiffInfo(colour=series.axes.endswith("S"), resolution=res, resolution_unit=unit,
+                            imagej={k: ij[k] for k in _IMAGEJ_KEYS if k in ij} if ij else None)
+    except Exception as exc:  # noqa: BLE001 - any reader failure is one clear line
+        raise ValueError(f"cannot read {str(path)!r} as an image: {str(exc).splitlines()[0] if str(exc) else exc!r}"
+                         ) from None
+
+
 def read_mask(path: str | os.PathLike, shape: tuple[int, int]) -> tuple[np.ndarray, str | None]:
     """The missing pixels of a mask file (True = missing), and a warning to show, if any.
 
@@ -104,12 +150,13 @@ def read_mask(path: str | os.PathLike, shape: tuple[int, int]) -> tuple[np.ndarr
 
 
 def check_output(path: str | os.PathLike, inputs: list[Path], force: bool, *,
-                 dtype: np.dtype | None = None, channels: int | None = None) -> Path:
+                 dtype: np.dtype | None = None, channels: int | None = None, stack: bool = False) -> Path:
     """Refuse, before any work, an output that cannot be written or cannot hold the result.
 
     The output may not be an input file, a folder, in a missing or
     unwritable folder, or exist without ``force``; its format (by suffix)
-    must hold ``dtype`` and ``channels`` when given.
+    must hold ``dtype`` and ``channels`` when given, and stacks of planes
+    when ``stack``.
     """
     path = Path(path)
     for src in inputs:
@@ -128,6 +175,8 @@ def check_output(path: str | os.PathLike, inputs: list[Path], force: bool, *,
                              f"{'TIFF' if name != 'TIFF' else 'another type'}, or PNG for 8- and 16-bit")
         if channels is not None and channels not in counts:
             raise ValueError(f"{name} cannot hold images with {channels} channels ({str(path)!r})")
+        if stack and name != "TIFF":
+            raise ValueError(f"{name} cannot hold a stack of planes ({str(path)!r}): use TIFF (.tif) or zarr (.zarr)")
     if path.exists() and not force:
         raise ValueError(f"{str(path)!r} exists; pass --force to replace it")
     try:  # the folder takes a file: a probe, removed at once
@@ -139,8 +188,12 @@ def check_output(path: str | os.PathLike, inputs: list[Path], force: bool, *,
     return path
 
 
-def write_image(path: Path, image: np.ndarray) -> None:
-    """Write an image atomically (a file beside the target, renamed over it when complete)."""
+def write_image(path: Path, image: np.ndarray, tiff: TiffInfo | None = None) -> None:
+    """Write an image atomically (a file beside the target, renamed over it when complete).
+
+    A TIFF output takes the resolution and ImageJ spacing of ``tiff`` (the
+    input's) when given; a 3-D grey image is written as a stack of planes.
+    """
     image = np.asarray(image)
     suffix = path.suffix.lower()
     with atomic_path(path) as tmp:
@@ -155,8 +208,16 @@ def write_image(path: Path, image: np.ndarray) -> None:
         elif suffix in (".tif", ".tiff"):
             import tifffile
 
-            tifffile.imwrite(tmp, image, photometric="rgb" if image.ndim == 3 and image.shape[2] in (3, 4)
-                             else "minisblack")
+            colour = image.ndim == 3 and image.shape[2] in (3, 4) if tiff is None else tiff.colour
+            kw: dict = {"photometric": "rgb" if colour else "minisblack"}
+            if tiff is not None and tiff.resolution is not None:
+                kw["resolution"] = tiff.resolution
+                if tiff.imagej is None and tiff.resolution_unit is not None:
+                    kw["resolutionunit"] = tiff.resolution_unit
+            if tiff is not None and tiff.imagej is not None and image.dtype.name in _IMAGEJ_DTYPES:
+                axes = ("YXS" if colour else "YX") if image.ndim == (3 if colour else 2) else "ZYX"
+                kw.update(imagej=True, metadata={**tiff.imagej, "axes": axes})
+            tifffile.imwrite(tmp, image, **kw)
         else:
             import imageio.v3 as iio
 

@@ -149,20 +149,116 @@ def _progress_bar(quiet: bool, desc: str) -> tuple[Any, Callable[[int, int], Non
 # ---------------------------------------------------------------------------
 
 
+def _noise_options(args: argparse.Namespace, scale: float, sample: Any, channel_axis: int | None,
+                   pooled: bool, where: str = "") -> dict:
+    """The noise model, gain, sigma and lam in the library's units; estimates of what is missing, printed.
+
+    ``sample`` is what the library would estimate on (the image, or a part
+    of a store); ``pooled``: one estimate for all of it (a plane, a volume,
+    a store), else one per plane or colour channel, which the library makes
+    itself (printed here, not passed on).
+    """
+    import numpy as np
+
+    from . import estimate_noise, estimate_sigma
+
+    photon = args.noise == "poisson-gaussian"
+    if args.gain is not None and not photon:
+        raise ValueError(f"--gain {args.gain:g} applies to --noise poisson-gaussian only, got --noise {args.noise}")
+    gain = None if args.gain is None else args.gain / scale
+    sigma = None if args.sigma is None else args.sigma / scale
+    # with photon noise a numeric lam is in the stabilised units of the Anscombe transform, not the file's
+    lam = args.lam if isinstance(args.lam, str) or args.lam is None or photon else args.lam / scale
+    if photon and (gain is None or sigma is None):
+        est = estimate_noise(sample if channel_axis is None else np.moveaxis(sample, channel_axis, 0))
+        if gain is None and not est.gain > 0:
+            raise ValueError("could not estimate a gain > 0 from the image (its noise does not grow with its "
+                             "level): give --gain, or use --noise gaussian")
+        gain = est.gain if gain is None else gain
+        sigma = est.sigma if sigma is None else sigma
+        print(f"estimated noise{where}: gain {gain * scale:.4g} per photon, read noise sigma {sigma * scale:.4g} "
+              "(pixel units)")
+    elif not photon and sigma is None:
+        if pooled:
+            sigma = float(estimate_sigma(sample))
+            print(f"estimated noise{where}: sigma {sigma * scale:.4g} (pixel units)")
+        elif channel_axis is not None:
+            est = np.atleast_1d(estimate_sigma(sample, channel_axis=channel_axis)) * scale
+            print(f"estimated noise{where}: sigma {', '.join(f'{v:.4g}' for v in est)} (pixel units, per channel)")
+        else:
+            est = np.array([estimate_sigma(p) for p in sample]) * scale
+            print(f"estimated noise{where}: sigma {est.min():.4g} to {est.max():.4g} (pixel units, per plane)")
+    return {"noise": args.noise, "gain": gain, "sigma": sigma, "lam": lam}
+
+
+def _tree_options(args: argparse.Namespace) -> dict:
+    return {"penalty": args.penalty, "wavelet": args.wavelet, "level": args.level,
+            "penalize_approx": args.penalize_approx, "cycle_spins": args.cycle_spins, "wiener": args.wiener}
+
+
 def cmd_denoise(args: argparse.Namespace) -> int:
+    from ._stores import is_zarr
+
+    if is_zarr(args.input) or is_zarr(args.output):
+        return _denoise_store(args)
+    if args.scheduler is not None:
+        raise ValueError(f"--scheduler runs zarr stores (IN and OUT ending in .zarr), not {str(args.input)!r}")
     from . import denoise_wavelet_tree
-    from ._files import check_output, read_image, write_image
+    from ._files import check_output, read_image, tiff_info, write_image
 
     src = Path(args.input)
     raw = read_image(src)
-    dst = check_output(args.output, [src], args.force, dtype=_file_dtype(raw), channels=_channels(raw))
-    img, scale, alpha, channel_axis = _split_alpha(raw)
-    sigma = None if args.sigma is None else args.sigma / scale
-    lam = args.lam if isinstance(args.lam, str) or args.lam is None else args.lam / scale
-    out = denoise_wavelet_tree(img, sigma=sigma, lam=lam, penalty=args.penalty, wavelet=args.wavelet,
-                               level=args.level, penalize_approx=args.penalize_approx,
-                               cycle_spins=args.cycle_spins, channel_axis=channel_axis)
-    write_image(dst, _with_alpha(out, raw, scale, alpha))
+    info = tiff_info(src) if src.suffix.lower() in (".tif", ".tiff") else None
+    # a 3-D TIFF without samples per pixel is a stack of planes; other formats hold planes only
+    stack = info is not None and raw.ndim == 3 and not info.colour
+    if args.volume and not stack:
+        raise ValueError(f"--volume needs a 3-D grey volume (a TIFF stack or a zarr store), got {str(src)!r} of "
+                         f"shape {raw.shape}")
+    dst = check_output(args.output, [src], args.force, dtype=_file_dtype(raw), channels=1 if stack else _channels(raw),
+                       stack=stack)
+    if stack:
+        (img, scale), alpha, channel_axis = _to_float(raw), None, None
+    else:
+        img, scale, alpha, channel_axis = _split_alpha(raw)
+    noise = _noise_options(args, scale, img, channel_axis, pooled=channel_axis is None and (img.ndim == 2 or
+                                                                                            args.volume))
+    out = denoise_wavelet_tree(img, axes=(0, 1, 2) if args.volume else None, channel_axis=channel_axis,
+                               **_tree_options(args), **noise)
+    write_image(dst, _with_alpha(out, raw, scale, alpha), tiff=info)
+    print(f"wrote {dst}")
+    return 0
+
+
+def _denoise_store(args: argparse.Namespace) -> int:
+    """Zarr in, zarr out: lazy reads, the library's overlapping blocks, chunk by chunk writes."""
+    from . import denoise_wavelet_tree
+    from ._stores import check_zarr_output, is_zarr, noise_sample, open_zarr, write_zarr
+
+    src_path = Path(args.input)
+    if not is_zarr(src_path):
+        raise ValueError(f"output {str(args.output)!r} is a zarr store: the input must be one too, got "
+                         f"{str(src_path)!r}")
+    src = open_zarr(src_path)
+    dst = check_zarr_output(args.output, [src_path], args.force)
+    data = src.data
+    spatial = src.axes_of("space") if src.ome else list(range(data.ndim))
+    need = 3 if args.volume else 2
+    if len(spatial) < need:
+        raise ValueError(f"--volume needs three spatial axes, {str(src_path)!r} has {len(spatial)} (shape "
+                         f"{data.shape})")
+    axes = tuple(spatial[-need:])
+    estimating = args.sigma is None or (args.noise == "poisson-gaussian" and args.gain is None)
+    channels = [a for a in src.axes_of("channel") if data.shape[a] > 1]
+    if estimating and channels:
+        raise ValueError(f"{str(src_path)!r} has {data.shape[channels[0]]} channels, whose noise differs: give "
+                         "--sigma (and --gain), or denoise one channel at a time")
+    img, scale = _to_float(data)
+    sample = noise_sample(img, axes) if estimating else None
+    where = f" (on {sample.size} central voxels)" if estimating else ""
+    noise = _noise_options(args, scale, sample, None, pooled=True, where=where)
+    out = denoise_wavelet_tree(img, axes=axes, **_tree_options(args), **noise)
+    write_zarr(dst, _from_float(out, data, scale), src, source=str(src_path), scheduler=args.scheduler,
+               progress=not args.quiet)
     print(f"wrote {dst}")
     return 0
 
@@ -269,6 +365,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="restore", description="Image restoration with tree-structured sparsity.")
     sub = parser.add_subparsers(dest="command", required=True)
     # the defining modules: their signatures own the defaults
+    from ._validation import check_number
+    from .denoise import NOISE_MODELS
     from .denoise import denoise_wavelet_tree as den
     from .evaluate import evaluate_denoising as evd
     from .evaluate import evaluate_inpainting, evaluate_patches
@@ -276,22 +374,37 @@ def build_parser() -> argparse.ArgumentParser:
     from .inpainting import learn_dictionary
     from .proximal import PENALTIES, TREE_PENALTIES
 
-    d = sub.add_parser("denoise", help="denoise one image file",
-                       description="Denoise an image (grey or RGB; 8- or 16-bit PNG, TIFF, JPEG, float TIFF) by "
-                                   "wavelet quad-tree shrinkage; writes the same bit depth.")
-    d.add_argument("input", help="noisy image file")
-    d.add_argument("output", help="output image file (never the input)")
+    d = sub.add_parser("denoise", help="denoise an image, a stack or a volume",
+                       description="Denoise an image (grey or RGB; 8- or 16-bit PNG, TIFF, JPEG, float TIFF), a "
+                                   "TIFF stack or a zarr store (a plain array or an OME-Zarr image) by wavelet "
+                                   "tree shrinkage; writes the same bit depth. Zarr stores are read and written "
+                                   "chunk by chunk, with memory that does not grow with the volume.")
+    d.add_argument("input", help="noisy image file, TIFF stack or zarr store")
+    d.add_argument("output", help="output file, or store (.zarr) for a zarr input (never the input)")
+    d.add_argument("--volume", action="store_true",
+                   help="the last three spatial axes are one volume, denoised in 3-D (default: plane by plane)")
+    d.add_argument("--noise", choices=NOISE_MODELS, default=_default(den, "noise"),
+                   help="noise model (default: %(default)s); poisson-gaussian is photon noise plus read noise")
+    d.add_argument("--gain", type=_arg_type("gain", check_number, float, min=0.0, strict=True), default=None,
+                   help="poisson-gaussian: pixel units per photon; estimated if omitted")
     d.add_argument("--sigma", type=_number("sigma"), default=None,
-                   help="noise standard deviation in the file's pixel units (e.g. 0-255 for 8-bit); "
-                        "estimated if omitted")
+                   help="noise standard deviation in the file's pixel units (e.g. 0-255 for 8-bit), with "
+                        "poisson-gaussian the read noise; estimated if omitted (the estimate is printed)")
     d.add_argument("--lam", type=_lam_arg, default=None,
-                   help="'sure', 'rule' or a number in pixel units (default: sure for convex penalties)")
+                   help="'sure', 'rule' or a number in pixel units (poisson-gaussian: in the units of the "
+                        "stabilised image; default: sure for convex penalties)")
     d.add_argument("--penalty", choices=PENALTIES, default=_default(den, "penalty"))
     d.add_argument("--wavelet", default=_default(den, "wavelet"))
     d.add_argument("--level", type=_count("level"), default=None)
     d.add_argument("--cycle-spins", type=_count("cycle_spins", 0), default=_default(den, "cycle_spins"))
     d.add_argument("--penalize-approx", action="store_true")
-    d.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
+    d.add_argument("--wiener", action=argparse.BooleanOptionalAction, default=_default(den, "wiener"),
+                   help="refine by empirical Wiener filtering (default: on for --volume, off for planes)")
+    d.add_argument("--scheduler", default=None, help="zarr: dask.distributed scheduler address, e.g. "
+                                                      "tcp://host:8786 (the stores must be visible to its workers)")
+    d.add_argument("--force", action="store_true", help="replace OUTPUT if it exists (a store only if restore "
+                                                        "wrote it)")
+    d.add_argument("--quiet", action="store_true", help="no progress bar")
     d.set_defaults(func=cmd_denoise)
 
     i = sub.add_parser("inpaint", help="fill the masked pixels of an image",

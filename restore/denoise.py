@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Literal
 
 import numpy as np
 import pywt
 from numpy.typing import ArrayLike, NDArray
 
+from ._cache import CACHE_BYTES, lru_bytes
 from ._config import default_num_threads
 from ._progress import ProgressCallback, Steps
 from ._validation import (
@@ -139,7 +139,7 @@ class _Plan:
         return self.tree.with_weights(w)
 
 
-@lru_cache(maxsize=16)
+@lru_bytes(CACHE_BYTES)
 def _plan(shape: tuple[int, ...], wavelet: str, level: int | tuple[int, ...], penalize_approx: bool) -> _Plan:
     levels = (int(level),) * len(shape) if np.ndim(level) == 0 else tuple(int(n) for n in level)
     padded = tuple(-(-s // (1 << n)) * (1 << n) for s, n in zip(shape, levels, strict=True))

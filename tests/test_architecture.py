@@ -9,6 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # a lower rank (and anything outside the project). A package (inpainting/,
 # evaluate/) takes one rank; its own modules import each other freely.
 RANK = {
+    "_cache": 0,
     "_config": 0,
     "_io": 0,
     "_progress": 0,
@@ -17,6 +18,7 @@ RANK = {
     "_core": 1,
     "_core_diffusion": 1,
     "_files": 1,
+    "_stores": 1,
     "tree": 2,
     "proximal": 3,
     "wavelet": 4,

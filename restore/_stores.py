@@ -1,0 +1,356 @@
+"""Zarr stores for the command line: read one lazily, check an output before any work, write one atomically.
+
+An input is a plain array at the root of a store (zarr format 2 or 3), an
+array inside one (``store.zarr/path``), or an OME-Zarr image, whose level 0
+(full resolution) is read. Everything stays lazy (:func:`dask.array.from_zarr`):
+the work is done chunk by chunk when the result is written.
+
+An output store is written into a temporary folder beside its target and
+renamed into place when complete, so a failure or Ctrl-C leaves nothing.
+It carries the attribute ``restore`` naming the command that wrote it; an
+existing store is replaced (with ``force``) only when it carries that mark:
+a store we did not write is the user's. An OME-Zarr input gives an OME-Zarr
+output with the same axes, scales and rendering settings (``omero``) and
+one level, the denoised full resolution; a plain array gives a plain array
+with the input's chunks and dtype. The OME-NGFF metadata is written with
+zarr itself: the ``ome-zarr`` package would add an S3 and HTTP stack
+(s3fs, aiobotocore, aiohttp) to the install for two JSON entries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._config import default_num_threads
+
+__all__ = ["ZarrInput", "check_zarr_output", "connect", "is_zarr", "noise_sample", "open_zarr", "write_zarr"]
+
+MARK = "restore"  # attribute of the stores we write: --force replaces only those
+_METADATA = (".zarray", ".zgroup", "zarr.json")  # a folder with one of these is a zarr store (format 2 or 3)
+_DASK_TIMEOUT = "10s"  # waiting for a Dask scheduler before reporting it unreachable (as restore.evaluate)
+#: Voxels of the central sub-volume the noise is estimated on: bounded memory (128 MB as float64) and far more
+#: smooth samples than the estimators need.
+ESTIMATE_VOXELS = 1 << 24
+
+
+def is_zarr(path: str | os.PathLike) -> bool:
+    """Whether a path names a zarr store: a ``.zarr`` suffix, or a folder holding zarr metadata."""
+    path = Path(path)
+    if path.suffix.lower() == ".zarr":
+        return True
+    return path.is_dir() and any((path / m).is_file() for m in _METADATA)
+
+
+@dataclass(frozen=True)
+class ZarrInput:
+    """A zarr input: its array (lazy) and what the output keeps of it.
+
+    Attributes
+    ----------
+    path : Path
+        The store (or array) as given.
+    data : dask.array.Array
+        Level 0, chunked as stored.
+    zarr_format : int
+        2 or 3.
+    axes : list of dict or None
+        The OME-Zarr axes (name, type, unit), None for a plain array.
+    attributes : dict
+        The OME-Zarr group attributes to write again (level 0 only), empty for
+        a plain array.
+    array_path : str
+        The array's path inside the output store ('' for a root array).
+    dimension_names : tuple or None
+        Zarr format 3 dimension names.
+    """
+
+    path: Path
+    data: Any
+    zarr_format: int
+    axes: list | None = None
+    attributes: dict = field(default_factory=dict)
+    array_path: str = ""
+    dimension_names: tuple | None = None
+
+    @property
+    def ome(self) -> bool:
+        """Whether the input is an OME-Zarr image."""
+        return self.axes is not None
+
+    def axes_of(self, kind: str) -> list[int]:
+        """Indices of the OME-Zarr axes of a type ('space', 'channel', 'time'); [] for a plain array."""
+        return [i for i, a in enumerate(self.axes or []) if a.get("type") == kind]
+
+
+def _ome_multiscales(attrs: dict) -> list | None:
+    """The multiscales entry of OME-Zarr group attributes (0.5: under 'ome'; 0.4 and before: at the top)."""
+    if isinstance(attrs.get("ome"), dict) and "multiscales" in attrs["ome"]:
+        return attrs["ome"]["multiscales"]
+    return attrs.get("multiscales")
+
+
+def _axes(ms: dict, ndim: int) -> list[dict]:
+    """OME axes as dicts; 0.3's names only are typed by their letter."""
+    axes = ms.get("axes") or [{"name": n} for n in "tczyx"[-ndim:]]
+    out = []
+    for a in axes:
+        a = {"name": a} if isinstance(a, str) else dict(a)
+        if "type" not in a:
+            a["type"] = {"t": "time", "c": "channel"}.get(a["name"], "space")
+        out.append(a)
+    return out
+
+
+def open_zarr(path: str | os.PathLike) -> ZarrInput:
+    """Open a zarr input lazily: a plain array, or level 0 of an OME-Zarr image."""
+    import dask.array as da
+    import zarr
+
+    path = Path(path)
+    if not path.is_dir():
+        raise ValueError(f"input store {str(path)!r} does not exist")
+    try:
+        node = zarr.open(str(path), mode="r")
+    except Exception as exc:  # noqa: BLE001 - any reader failure is one clear line
+        raise ValueError(f"cannot read {str(path)!r} as a zarr store: {_first_line(exc)}") from None
+    attributes, axes, array_path = {}, None, ""
+    if isinstance(node, zarr.Group):
+        attrs = dict(node.attrs)
+        multiscales = _ome_multiscales(attrs)
+        if not multiscales:
+            arrays = sorted(name for name, _ in node.arrays())
+            hint = f": give the array's path, e.g. {str(path / arrays[0])!r}" if arrays else ""
+            raise ValueError(f"{str(path)!r} is a zarr group, not an array or an OME-Zarr image{hint}")
+        ms = dict(multiscales[0])
+        level0 = dict(ms["datasets"][0])
+        array_path = str(level0["path"])
+        arr = node[array_path]
+        axes = _axes(ms, arr.ndim)
+        ms["datasets"] = [level0]  # we write the full resolution only
+        ms["axes"] = ms.get("axes", axes)
+        if "ome" in attrs:
+            attributes = {"ome": {**attrs["ome"], "multiscales": [ms]}}
+        else:
+            attributes = {"multiscales": [ms], **({"omero": attrs["omero"]} if "omero" in attrs else {})}
+    else:
+        arr = node
+    fmt = int(arr.metadata.zarr_format)
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"{str(path)!r} holds {arr.dtype} data: expected real numbers (bool, integer or float)")
+    if arr.ndim < 2 or arr.size == 0:
+        raise ValueError(f"{str(path)!r} holds data of shape {arr.shape}: expected an image or a volume")
+    names = getattr(arr.metadata, "dimension_names", None) if fmt == 3 else None
+    return ZarrInput(path, da.from_zarr(arr), fmt, axes, attributes, array_path, tuple(names) if names else None)
+
+
+def noise_sample(data: Any, spatial: tuple[int, ...]) -> np.ndarray:
+    """A central sub-volume of at most :data:`ESTIMATE_VOXELS` voxels (as float64), for estimating the noise.
+
+    Whole planes when they fit (the estimators read planes of the last two
+    spatial axes), as many of them as fit around the middle; one index, the
+    middle one, along every other axis.
+    """
+    index: list[Any] = [s // 2 for s in data.shape]
+    plane = [a for a in spatial[-2:]]
+    budget = ESTIMATE_VOXELS
+    for a in plane:
+        side = min(data.shape[a], int(np.sqrt(ESTIMATE_VOXELS)))
+        start = (data.shape[a] - side) // 2
+        index[a] = slice(start, start + side)
+        budget //= side
+    for a in spatial[:-2]:
+        side = max(1, min(data.shape[a], budget))
+        start = (data.shape[a] - side) // 2
+        index[a] = slice(start, start + side)
+        budget = max(1, budget // side)
+    sub = data[tuple(index)]
+    return np.asarray(sub.compute(), dtype=np.float64)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _mark(path: Path) -> dict | None:
+    """Our mark on an existing store (its root attributes), None if it has none."""
+    try:
+        import zarr
+
+        mark = dict(zarr.open(str(path), mode="r").attrs).get(MARK)
+    except Exception:  # noqa: BLE001 - unreadable: not a store we wrote
+        return None
+    return mark if isinstance(mark, dict) and mark.get("written_by") else None
+
+
+def _inside(a: Path, b: Path) -> bool:
+    """Whether ``a`` is ``b`` or lies inside it (resolved)."""
+    a, b = a.resolve(), b.resolve()
+    return a == b or b in a.parents
+
+
+def check_zarr_output(path: str | os.PathLike, inputs: list[Path], force: bool) -> Path:
+    """Refuse, before any work, an output store that cannot be written or would replace the user's data.
+
+    The output must end in ``.zarr``, may not be, hold or lie inside an
+    input, must be in an existing writable folder, and may exist only with
+    ``force`` and only as a store that ``restore`` wrote.
+    """
+    path = Path(path)
+    if path.suffix.lower() != ".zarr":
+        raise ValueError(f"output {str(path)!r}: a zarr input is written to a zarr store: give a name ending in "
+                         ".zarr")
+    for src in inputs:
+        if _inside(path, src) or _inside(src, path):
+            raise ValueError(f"output {str(path)!r} is the input {str(src)!r} or overlaps it; choose another name")
+    folder = path.parent
+    if not folder.is_dir():
+        raise ValueError(f"output folder {str(folder)!r} does not exist")
+    if path.exists() or path.is_symlink():
+        if not path.is_dir():
+            raise ValueError(f"output {str(path)!r} exists and is not a zarr store; choose another name")
+        if not force:
+            raise ValueError(f"{str(path)!r} exists; pass --force to replace it")
+        if _mark(path) is None:
+            raise ValueError(f"{str(path)!r} was not written by restore: it is never replaced; move it away or "
+                             "choose another name")
+    try:  # the folder takes a folder: a probe, removed at once
+        os.rmdir(tempfile.mkdtemp(dir=folder, prefix=".restore-probe."))
+    except OSError as exc:
+        raise ValueError(f"cannot write into {str(folder)!r}: {exc.strerror or exc}") from None
+    return path
+
+
+def connect(scheduler: str):
+    """A ``dask.distributed`` client of the scheduler at this address; ConnectionError if unreachable."""
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise ValueError("--scheduler needs dask.distributed: pip install 'restore-tree[dask]'") from None
+    try:
+        return Client(scheduler, timeout=_DASK_TIMEOUT)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ConnectionError(f"cannot reach the Dask scheduler at {scheduler!r}: {_first_line(exc)}") from None
+
+
+def write_zarr(path: Path, data: Any, like: ZarrInput, *, source: str, scheduler: str | None = None,
+               progress: bool = True) -> None:
+    """Compute ``data`` (lazy) chunk by chunk into a new store at ``path``, atomically.
+
+    The store has ``like``'s chunks, zarr format and OME-Zarr metadata,
+    ``data``'s dtype, and our mark (``source`` names the input). It is built
+    in a temporary folder beside ``path`` and renamed into place when
+    complete; on any failure or interrupt the temporary folder is removed
+    once no task writes into it any more. An existing ``path`` (checked by
+    :func:`check_zarr_output`) is replaced only after the new store is
+    complete.
+    """
+    import dask.array as da
+    import zarr
+
+    chunks = tuple(c[0] for c in like.data.chunks)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        mark = {MARK: {"written_by": "restore denoise", "input": source}}
+        kw: dict = {"shape": data.shape, "chunks": chunks, "dtype": data.dtype}
+        if like.dimension_names is not None:
+            kw["dimension_names"] = like.dimension_names
+        if like.ome:
+            group = zarr.open_group(str(tmp), mode="w", zarr_format=like.zarr_format,
+                                    attributes={**like.attributes, **mark})
+            target = group.create_array(like.array_path, **kw)
+        else:
+            target = zarr.create_array(str(tmp), attributes=mark, zarr_format=like.zarr_format, **kw)
+        # blocks of the result on the chunks of the store: each chunk is written whole by one task
+        job = da.store(data.rechunk(like.data.chunks), target, lock=False, compute=False)
+        _compute(job, scheduler, progress)
+        os.chmod(tmp, 0o777 & ~_umask())
+        _replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _replace(tmp: Path, path: Path) -> None:
+    """Rename the finished store into place; an old one (ours, checked) is set aside first, then removed."""
+    if not path.exists():
+        os.rename(tmp, path)
+        return
+    old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
+    os.rename(path, old / path.name)
+    try:
+        os.rename(tmp, path)
+    except BaseException:
+        os.rename(old / path.name, path)  # put the old store back
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _compute(job: Any, scheduler: str | None, progress: bool) -> None:
+    """Run a Dask graph on local threads or on a cluster, with a progress bar on stderr."""
+    if scheduler is not None:
+        _compute_distributed(job, scheduler, progress)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    import dask
+
+    pool = ThreadPoolExecutor(default_num_threads(), thread_name_prefix="restore-dask")
+    try:
+        with dask.config.set(scheduler="threads", pool=pool), (_task_bar() if progress else contextlib.nullcontext()):
+            dask.compute(job)
+    finally:
+        # on Ctrl-C, let the running tasks finish before the caller removes the folder they write into
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _compute_distributed(job: Any, scheduler: str, progress: bool) -> None:
+    from dask.distributed import progress as show_progress
+
+    client = connect(scheduler)
+    with client:
+        future = client.compute(job)
+        try:
+            if progress:
+                with contextlib.redirect_stdout(sys.stderr):  # its text bar writes to stdout
+                    show_progress(future)
+                print(file=sys.stderr)
+            future.result()
+        except BaseException:
+            client.cancel(future)
+            raise
+
+
+def _task_bar():
+    """Dask's local schedulers' progress as one updating tqdm line on stderr (tasks done of all tasks)."""
+    from dask.callbacks import Callback
+    from tqdm.auto import tqdm
+
+    class TaskBar(Callback):
+        def _start_state(self, dsk, state) -> None:
+            total = sum(len(state[k]) for k in ("ready", "waiting", "running", "finished"))
+            self.bar = tqdm(total=total, desc="denoise", unit="task", file=sys.stderr)
+
+        def _posttask(self, key, result, dsk, state, worker_id) -> None:
+            self.bar.update(1)
+
+        def _finish(self, dsk, state, errored) -> None:
+            self.bar.close()
+
+    return TaskBar()
