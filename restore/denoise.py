@@ -131,6 +131,33 @@ class _Plan:
             x = np.roll(x, tuple(-s for s in shift), axis=tuple(range(x.ndim)))
         return x[tuple(slice(0, s) for s in self.shape)]
 
+    def coeff_var(self, var_map: np.ndarray, shift: tuple[int, ...] | None = None) -> np.ndarray:
+        """Noise variance of each coefficient (flat) for independent noise of variance ``var_map`` per sample.
+
+        A coefficient's variance is ``var_map`` weighted by its basis
+        function squared; this takes the mean of ``var_map`` over the cell of
+        its band's grid (exact for a constant map, and for Haar), padded and
+        shifted as :meth:`forward` does.
+        """
+        v = var_map
+        if self.padded != self.shape:
+            v = np.pad(v, [(0, p - s) for s, p in zip(self.shape, self.padded, strict=True)], mode="symmetric")
+        if shift is not None and any(shift):
+            v = np.roll(v, shift, axis=tuple(range(v.ndim)))
+        out = np.empty(self.n_coeffs)
+        bands = band_layout(self.padded, self.splits)
+        for level, mask in enumerate(self.splits, start=1):
+            # halve the axes this level splits: cell means of the previous level's cell means
+            for a in range(v.ndim):
+                if (mask >> a) & 1:
+                    even, odd = v.take(np.arange(0, v.shape[a], 2), axis=a), v.take(np.arange(1, v.shape[a], 2), axis=a)
+                    v = 0.5 * (even + odd)
+            for b in bands[1:]:
+                if b.level == level:
+                    out[b.start:b.start + b.size] = v.ravel()
+        out[: self.n_approx] = v.ravel()
+        return out
+
     def level_tree(self, level_weights: np.ndarray | None) -> Tree:
         """The tree with the detail groups of level l weighted ``level_weights[l - 1]`` (None: all 1)."""
         if level_weights is None:
@@ -296,16 +323,25 @@ def _sure_lam(c: np.ndarray, sigma: float, penalty: str, plan: _Plan, penalize_a
 
 def _sure(c: np.ndarray, sigma: float, penalty: str, plan: _Plan, penalize_approx: bool,
           rng: np.random.Generator, step: Callable[[], None] | None = None,
-          per_level: bool = False) -> tuple[float, np.ndarray | None]:
+          per_level: bool = False, noise_var: np.ndarray | None = None) -> tuple[float, np.ndarray | None]:
     """Lam, and with ``per_level`` a weight per detail level, minimising SURE; ``step()`` after each evaluation.
 
     Per level: after the common lam, each level's weight (its lam over the
     common one) is searched in turn, finest first, by golden section over
     ``_LEVEL_RANGE`` on the same probe, keeping the others fixed (one sweep of
     coordinate descent; l1 gets SureShrink's exact threshold per level).
+
+    ``noise_var``: the noise variance of each coefficient (:meth:`_Plan.coeff_var`)
+    when it is not ``sigma**2`` everywhere. The shrinkage then works on the
+    coefficients divided by their noise deviation (:func:`_shrink_scaled`),
+    ``lam`` is in those units, and the risk (in the coefficients' own units)
+    takes a probe of that variance (Stein's lemma for independent,
+    unequal variances: ``sum(var_i * d c_hat_i / d c_i)``).
     """
     if sigma == 0:
         return 0.0, None
+    if noise_var is not None:
+        return _sure_scaled(c, penalty, plan, penalize_approx, rng, step, per_level, noise_var)
     if penalty == "l1":  # exact SURE (SureShrink): the divergence counts survivors
         start = 0 if penalize_approx else plan.n_approx
         lam = _sure_soft(c[start:], sigma)
@@ -345,6 +381,53 @@ def _sure(c: np.ndarray, sigma: float, penalty: str, plan: _Plan, penalize_appro
         w[level] = log_search(level_risk, lo=_LEVEL_RANGE[0], hi=_LEVEL_RANGE[1], n_grid=_LEVEL_GRID,
                               n_golden=_LEVEL_GOLDEN)
     return t * sigma, w
+
+
+def _sure_scaled(c: np.ndarray, penalty: str, plan: _Plan, penalize_approx: bool, rng: np.random.Generator,
+                 step: Callable[[], None] | None, per_level: bool,
+                 noise_var: np.ndarray) -> tuple[float, np.ndarray | None]:
+    """:func:`_sure` under noise of variance ``noise_var`` per coefficient, shrinking ``c / sqrt(noise_var)``.
+
+    Monte-Carlo divergence for every penalty (l1 included): one probe of the
+    noise's variance.
+    """
+    risk = _scaled_risk(c, penalty, plan, penalize_approx, rng, step, noise_var)
+    t = log_search(risk, lo=_SURE_T_RANGE[0], hi=_SURE_T_RANGE[1], n_grid=_SURE_GRID, n_golden=_SURE_GOLDEN)
+    if not per_level:
+        return t, None
+    w = np.ones(plan.level)
+    for level in range(plan.level):
+
+        def level_risk(m: float, level: int = level) -> float:
+            trial = w.copy()
+            trial[level] = m
+            return risk(t, trial)
+
+        w[level] = log_search(level_risk, lo=_LEVEL_RANGE[0], hi=_LEVEL_RANGE[1], n_grid=_LEVEL_GRID,
+                              n_golden=_LEVEL_GOLDEN)
+    return t, w
+
+
+def _scaled_risk(c: np.ndarray, penalty: str, plan: _Plan, penalize_approx: bool, rng: np.random.Generator,
+                 step: Callable[[], None] | None, noise_var: np.ndarray) -> Callable[..., float]:
+    """``risk(t, weights=None)``: SURE of shrinking ``c / sqrt(noise_var)`` at ``t`` (level weights), scaled back."""
+    scale = np.sqrt(noise_var)
+    probe = scale * rng.standard_normal(c.shape[0])
+    eps = 1e-3
+    base = np.stack([c, c + eps * probe]) / scale
+    work = np.empty_like(base)
+    total_var = float(np.sum(noise_var))
+
+    def risk(t: float, weights: np.ndarray | None = None) -> float:
+        np.copyto(work, base)
+        _shrink_rows(work, t, penalty, plan, penalize_approx, weights)
+        np.multiply(work, scale, out=work)
+        div = probe @ (work[1] - work[0]) / eps
+        if step is not None:
+            step()
+        return float(np.sum((work[0] - c) ** 2) - total_var + 2 * div)
+
+    return risk
 
 
 def _sure_soft(d: np.ndarray, sigma: float) -> float:
@@ -466,12 +549,20 @@ def _lam_for_plane(plane, sigma, penalty, method, plan, penalize_approx, gen, st
 
 
 def _choice_for_plane(plane, sigma, penalty, method, plan, penalize_approx, gen, steps: Steps | None = None,
-                      per_level: bool | None = None) -> tuple[float, np.ndarray | None]:
-    """Lam of one channel and, by SURE, its level weights (None: all 1); ``steps()`` as :func:`_lam_steps` counts."""
+                      per_level: bool | None = None,
+                      var_map: np.ndarray | None = None) -> tuple[float, np.ndarray | None]:
+    """Lam of one channel and, by SURE, its level weights (None: all 1); ``steps()`` as :func:`_lam_steps` counts.
+
+    With ``var_map`` (the noise variance of each sample), lam applies to the
+    coefficients divided by their noise deviation (:func:`_shrink_scaled`).
+    """
     step = steps if steps is not None else (lambda: None)
     per_level = _per_level(method, penalty, plan, per_level)
     c = plan.forward(plane)
     step()
+    if method == "sure" and var_map is not None:
+        return _sure(c, sigma, penalty, plan, penalize_approx, gen, step, per_level=per_level,
+                     noise_var=plan.coeff_var(var_map))
     if method == "sure" and penalty != "l1":
         return _sure(c, sigma, penalty, plan, penalize_approx, gen, step, per_level=per_level)
     if method == "sure":
@@ -492,11 +583,15 @@ def _per_level(method: str | None, penalty: str, plan: _Plan, per_level: bool | 
 _PER_LEVEL_DEFAULT = False
 
 
-def _lam_steps(method: str | None, penalty: str, plan: _Plan | None = None, per_level: bool | None = None) -> int:
-    """Progress steps of choosing lam for one channel: the transform, then each evaluation (l1 and the rule: one)."""
+def _lam_steps(method: str | None, penalty: str, plan: _Plan | None = None, per_level: bool | None = None,
+               scaled: bool = False) -> int:
+    """Progress steps of choosing lam for one channel: the transform, then each evaluation (l1 and the rule: one).
+
+    ``scaled``: the noise variance varies (Poisson-Gaussian), and SURE is Monte-Carlo for l1 too.
+    """
     if method is None:
         return 0
-    if method != "sure" or penalty == "l1":
+    if method != "sure" or (penalty == "l1" and not scaled):
         return 2
     levels = _LEVEL_EVALS * plan.level if plan is not None and _per_level(method, penalty, plan, per_level) else 0
     return 1 + _SURE_EVALS + levels
@@ -590,10 +685,16 @@ def denoise_wavelet_tree(
     noise : {'gaussian', 'poisson-gaussian'}
         ``'poisson-gaussian'``: photon noise of ``gain`` image units per
         photon plus Gaussian read noise ``sigma``; the image goes through
-        the generalized Anscombe transform, is denoised at unit noise and
-        comes back through its exact unbiased inverse
-        (:mod:`restore.noise`). ``lam``, when a number, is then in the
-        stabilised units.
+        the generalized Anscombe transform, is denoised at its stabilised
+        noise and comes back through its exact unbiased inverse
+        (:mod:`restore.noise`). That noise has variance 1 where a sample
+        expects a few photons or more, and far less on dark backgrounds:
+        its variance per sample is read from a pilot (the data's local
+        mean over 5 samples a side), each coefficient is divided by its own
+        noise deviation before shrinkage (and multiplied back after), SURE
+        measures the risk under that variance, and the Wiener stage uses
+        it. ``lam``, when a number, is then in units of each coefficient's
+        noise deviation.
     gain : float, optional
         Image units per photon (``noise='poisson-gaussian'``). ``gain`` and
         ``sigma`` are estimated from the image's noise-level function when
@@ -722,12 +823,14 @@ def denoise_wavelet_tree(
     use_wiener = _use_wiener(wiener, n_sp)
     # same padding, levels and layout in another basis: no tree needed there
     wiener_plan = replace(plan, wavelet=_WIENER_WAVELET) if use_wiener else None
-    per_channel = (_lam_steps(method, penalty, plan, per_level) + _shrink_steps(n_shifts)
+    per_channel = (_lam_steps(method, penalty, plan, per_level, noise == "poisson-gaussian") + _shrink_steps(n_shifts)
                    + (sigma is None and (method is not None or use_wiener)) + 2 * n_shifts * use_wiener)
     steps = Steps(progress, int(np.prod(lead, dtype=np.int64)) * n_channels * per_channel, start=True)
     for idx in np.ndindex(*lead):
         plane = x[idx]
         channels = _to_channels(plane, -1 if c_axis is not None else None)
+        var_maps = (_stabilised_variance(channels, model, n_sp) if noise == "poisson-gaussian"
+                    else [None] * len(channels))
         if method is not None or wiener_plan is not None:
             sigmas = _channel_sigmas(sigmas_given, channels)
             if sigma is None:
@@ -736,13 +839,13 @@ def denoise_wavelet_tree(
             choices = [(lm, None if weights_given is None or weights_given[c] is None else np.array(weights_given[c]))
                        for c, lm in enumerate(lams_given)]
         else:
-            choices = [_choice_for_plane(ch, s, penalty, method, plan, penalize_approx, gen, steps, per_level)
-                       for ch, s in zip(channels, sigmas, strict=True)]
-        den = [_denoise_plane(ch, lm, penalty, plan, penalize_approx, n_shifts, steps, w)
-               for ch, (lm, w) in zip(channels, choices, strict=True)]
+            choices = [_choice_for_plane(ch, s, penalty, method, plan, penalize_approx, gen, steps, per_level, vm)
+                       for ch, s, vm in zip(channels, sigmas, var_maps, strict=True)]
+        den = [_denoise_plane(ch, lm, penalty, plan, penalize_approx, n_shifts, steps, w, vm)
+               for ch, (lm, w), vm in zip(channels, choices, var_maps, strict=True)]
         if wiener_plan is not None:
-            den = [_wiener_plane(ch, pilot, s, wiener_plan, n_shifts, steps)
-                   for ch, pilot, s in zip(channels, den, sigmas, strict=True)]
+            den = [_wiener_plane(ch, pilot, s, wiener_plan, n_shifts, steps, vm)
+                   for ch, pilot, s, vm in zip(channels, den, sigmas, var_maps, strict=True)]
         out[idx] = _from_channels(den, c_axis is not None)
     if noise == "poisson-gaussian":
         out = inverse_anscombe(out, model.gain, model.sigma)
@@ -789,6 +892,40 @@ def _photon_model(x: np.ndarray, gain, sigma, has_channels: bool) -> NoiseEstima
             gain = est.gain
         sigma = est.sigma if sigma is None else sigma
     return NoiseEstimate("poisson-gaussian", float(sigma), float(gain))
+
+
+# Side (samples) of the box averaging the stabilised data into the pilot of its noise variance: its mean of
+# 125 voxels (25 pixels in 2-D) has a deviation of 0.09 (0.2) stabilised units, and spots a few voxels wide keep
+# most of their counts in it.
+_PILOT_WINDOW = 5
+
+
+def _stabilised_variance(channels: list[np.ndarray], model: NoiseEstimate, n_axes: int) -> list[np.ndarray]:
+    """Noise variance of every sample of the Anscombe-stabilised channels, from a local-mean pilot.
+
+    The generalized Anscombe transform leaves a variance well below 1 where
+    a sample expects under about 2 photons (dark backgrounds): the pilot's
+    expected counts, a box mean of the stabilised data through the exact
+    inverse, give it (:func:`restore.noise._anscombe_variance`). A pilot
+    under one photon in its whole box is read as that one photon: below it
+    the data cannot tell the counts apart, and the variance must not vanish.
+    Three channels are in the opponent colour space: their variances mix.
+    """
+    from scipy import ndimage
+
+    from .noise import _anscombe_variance
+
+    has_channels = len(channels) > 1
+    z = _from_channels(channels, has_channels)
+    size = (_PILOT_WINDOW,) * n_axes + ((1,) if has_channels else ())
+    pilot = inverse_anscombe(ndimage.uniform_filter(z, size, mode="reflect"), model.gain, model.sigma)
+    floor = model.gain / _PILOT_WINDOW**n_axes  # one photon over the box, in image units
+    var = _anscombe_variance(np.maximum(pilot, floor), model.gain, model.sigma)
+    if not has_channels:
+        return [var]
+    if var.shape[-1] == 3:
+        var = var @ (_OPPONENT**2).T  # each opponent channel sums its colours' variances, weights squared
+    return [np.ascontiguousarray(var[..., c]) for c in range(var.shape[-1])]
 
 
 def _is_dask(a) -> bool:
@@ -849,16 +986,27 @@ def _shrink_steps(n_shifts: int) -> int:
 
 
 def _denoise_plane(plane: np.ndarray, lam: float, penalty: str, plan: _Plan, penalize_approx: bool,
-                   n_shifts: int, steps: Steps | None = None, level_weights: np.ndarray | None = None) -> np.ndarray:
-    """Average over ``n_shifts`` circular shifts of transform, prox, inverse; ``steps()`` after each stage."""
+                   n_shifts: int, steps: Steps | None = None, level_weights: np.ndarray | None = None,
+                   var_map: np.ndarray | None = None) -> np.ndarray:
+    """Average over ``n_shifts`` circular shifts of transform, prox, inverse; ``steps()`` after each stage.
+
+    With ``var_map``, each coefficient is shrunk in units of its noise deviation (:func:`_shrink_scaled`).
+    """
     step = steps if steps is not None else (lambda: None)
     acc = None
     for group in _shift_groups(n_shifts, len(plan.shape)):
         C = np.empty((len(group), plan.n_coeffs))
-        for row, s in zip(C, group, strict=True):
+        scale = None if var_map is None else np.empty_like(C)
+        for i, (row, s) in enumerate(zip(C, group, strict=True)):
             row[:] = plan.forward(plane, s)
+            if scale is not None:
+                scale[i] = np.sqrt(plan.coeff_var(var_map, s))
             step()
+        if scale is not None:
+            C /= scale
         _shrink_rows(C, lam, penalty, plan, penalize_approx, level_weights)
+        if scale is not None:
+            C *= scale
         step()
         for row, s in zip(C, group, strict=True):
             rec = plan.inverse(row, s)
@@ -878,12 +1026,14 @@ def _use_wiener(wiener: bool | None, n_axes: int) -> bool:
 
 
 def _wiener_plane(plane: np.ndarray, pilot: np.ndarray, sigma: float, plan: _Plan, n_shifts: int,
-                  steps: Steps | None = None) -> np.ndarray:
+                  steps: Steps | None = None, var_map: np.ndarray | None = None) -> np.ndarray:
     """Empirical Wiener filter of ``plane`` with the gains of ``pilot``, averaged over the same shifts.
 
     Each detail coefficient ``c`` becomes ``c * p**2 / (p**2 + sigma**2)``, ``p``
-    the pilot's coefficient in the same basis; approximation coefficients
-    are kept. ``steps()`` after each transform pair and each inverse.
+    the pilot's coefficient in the same basis (``sigma**2``: the
+    coefficient's own noise variance from ``var_map`` when given);
+    approximation coefficients are kept. ``steps()`` after each transform
+    pair and each inverse.
     """
     step = steps if steps is not None else (lambda: None)
     acc = None
@@ -893,7 +1043,11 @@ def _wiener_plane(plane: np.ndarray, pilot: np.ndarray, sigma: float, plan: _Pla
         p = plan.forward(pilot, s)
         step()
         p *= p
-        gain = p / (p + s2) if s2 > 0 else np.ones_like(p)
+        if var_map is not None:
+            v = plan.coeff_var(var_map, s)
+            gain = np.divide(p, p + v, out=np.ones_like(p), where=p + v > 0)
+        else:
+            gain = p / (p + s2) if s2 > 0 else np.ones_like(p)
         gain[: plan.n_approx] = 1.0
         rec = plan.inverse(c * gain, s)
         acc = rec if acc is None else acc + rec

@@ -74,3 +74,16 @@ def test_estimate_errors():
         estimate_noise(np.zeros((16, 16)), noise="poisson")
     with pytest.raises(ValueError, match="at least 2 dimensions"):
         estimate_noise(np.zeros(16))
+
+
+@pytest.mark.parametrize("sigma", [0.0, 0.02])
+def test_anscombe_variance_matches_simulation_and_falls_at_low_counts(sigma):
+    from restore.noise import _anscombe_variance
+
+    rng = np.random.default_rng(0)
+    gain = 0.1
+    photons = np.array([0.0, 0.2, 1.0, 5.0, 50.0])
+    z = gain * rng.poisson(photons, (200_000, photons.size)) + sigma * rng.standard_normal((200_000, photons.size))
+    simulated = anscombe(z, gain, sigma).var(axis=0)
+    np.testing.assert_allclose(_anscombe_variance(gain * photons, gain, sigma), simulated, atol=0.01)
+    assert _anscombe_variance(0.0, gain, sigma) < 0.2 < 0.9 < _anscombe_variance(gain * 5, gain, sigma)

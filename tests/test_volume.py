@@ -161,3 +161,67 @@ def test_any_axes_equal_the_volume_moved_to_the_front(data):
     ref = np.stack([denoise_wavelet_tree(v, axes=(0, 1, 2), lam=0.4, sigma=1.0, level=level, wavelet="haar")
                     for v in moved])
     np.testing.assert_allclose(np.moveaxis(ref, [0, 1, 2, 3], [rest, *sp]), out, atol=1e-12)
+
+
+def test_coefficient_variance_of_a_variance_map(rng):
+    """The plan's per-coefficient noise variance: exact for Haar, padded and shifted like the data."""
+    import restore.denoise as rd
+
+    plan = rd._setup((6, 16, 12), "tree_l2", "haar", 2, False)  # padded to 8 x 16 x 12
+    var_map = rng.uniform(0.1, 2.0, plan.shape)
+    n = 3000
+    noise = np.sqrt(var_map) * rng.standard_normal((n, *plan.shape))
+    seen = np.mean([plan.forward(e, (1, 2, 3)) ** 2 for e in noise], axis=0)
+    # symmetric padding repeats samples, so padded coefficients are not independent sums: compare the rest
+    expected = plan.coeff_var(var_map, (1, 2, 3))
+    assert expected.shape == (plan.n_coeffs,)
+    assert np.median(np.abs(seen / expected - 1)) < 0.05
+    np.testing.assert_allclose(plan.coeff_var(np.full(plan.shape, 0.3)), 0.3)
+
+
+def test_sure_under_unequal_noise_tracks_the_true_risk(rng):
+    """Stein's estimate with a probe of the noise's own variance is unbiased when variances differ."""
+    import restore.denoise as rd
+
+    plan = rd._setup((16, 32, 32), "tree_l2", "db3", None, False)
+    theta = plan.forward(np.pad(np.full((4, 8, 8), 6.0), ((6, 6), (12, 12), (12, 12))))
+    var = rng.permutation(np.linspace(0.05, 1.0, theta.size))
+    for t in (0.5, 1.5):
+        est, true = [], []
+        for seed in range(30):
+            c = theta + np.sqrt(var) * np.random.default_rng(seed).standard_normal(theta.size)
+            w = c[None] / np.sqrt(var)
+            rd._shrink_rows(w, t, "tree_l2", plan, False)
+            true.append(np.sum((w[0] * np.sqrt(var) - theta) ** 2))
+            est.append(rd._scaled_risk(c, "tree_l2", plan, False, np.random.default_rng(seed + 100), None, var)(t))
+        # one probe per draw leaves a few % (as with equal variances); a unit-variance probe would be off by
+        # sum(1 - var), several times the risk
+        assert abs(np.mean(est) - np.mean(true)) < 0.1 * np.mean(true) < 0.05 * np.sum(1 - var)
+
+
+def test_dark_background_noise_is_shrunk_at_its_own_level():
+    """Poisson-Gaussian: the stabilised noise is far below 1 on a dark background; taking its variance from
+    the data (the default) beats treating it as 1 everywhere, on sparse spots in 3-D and in 2-D."""
+    import restore.denoise as rd
+
+    rng = np.random.default_rng(5)
+    z, y, x = np.meshgrid(np.arange(32.0), np.arange(64.0), np.arange(64.0), indexing="ij")
+    clean = np.zeros(z.shape)
+    for _ in range(30):
+        c = rng.uniform([2, 4, 4], [30, 60, 60])
+        clean += rng.uniform(0.3, 1.0) * np.exp(-0.5 * (((z - c[0]) / 1.5) ** 2 + ((y - c[1]) / 2) ** 2
+                                                       + ((x - c[2]) / 2) ** 2))
+    clean /= clean.max()
+    noisy = rng.poisson(10 * clean) / 10 + 0.02 * rng.standard_normal(clean.shape)
+    kw = {"noise": "poisson-gaussian", "gain": 0.1, "sigma": 0.02, "cycle_spins": 2}
+    vol = denoise_wavelet_tree(noisy, axes=(0, 1, 2), **kw)
+    planes = denoise_wavelet_tree(noisy, **kw)
+    original = rd._stabilised_variance
+    rd._stabilised_variance = lambda channels, model, n_axes: [None] * len(channels)  # variance 1 everywhere
+    try:
+        vol_unit = denoise_wavelet_tree(noisy, axes=(0, 1, 2), **kw)
+        planes_unit = denoise_wavelet_tree(noisy, **kw)
+    finally:
+        rd._stabilised_variance = original
+    assert psnr(vol, clean) > psnr(vol_unit, clean) + 0.5
+    assert psnr(planes, clean) > psnr(planes_unit, clean) + 0.5
