@@ -1,44 +1,39 @@
-"""Denoise widget: wavelet tree shrinkage of an Image layer, plane by plane.
+"""Denoise widget: wavelet tree shrinkage of Image layers, plane by plane.
 
-The logic (:class:`DenoiseParams`, :func:`denoise_plane`,
-:func:`preview_steps`, :func:`denoise_planes`) is plain NumPy over the public
-``restore`` API and runs without Qt; :class:`DenoiseWidget` is the thin
-magicgui adapter that napari docks (manifest command
-``restore-tree.denoise``).
+The logic (:class:`DenoiseParams`, :func:`denoise_plane`, the tasks
+:func:`denoise_task`, :func:`preview_task` and :func:`estimate_task`) is plain
+NumPy over the public ``restore`` API and runs without Qt;
+:class:`DenoiseWidget` is the thin magicgui adapter that napari docks
+(manifest command ``restore-tree.denoise``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Generator, Hashable, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from magicgui.widgets import (
-    CheckBox,
-    ComboBox,
-    Container,
-    FloatSpinBox,
-    Label,
-    ProgressBar,
-    PushButton,
-    SpinBox,
-)
+from magicgui.widgets import CheckBox, ComboBox, Container, FloatSpinBox, Label, PushButton, SpinBox
 
 import restore
+
 from ._common import (
-    Job,
     LruCache,
     as_float,
     check_image_layer,
     current_plane_index,
-    derived_layer_kwargs,
-    ensure_warm,
-    is_warm,
-    notify_error,
+    layer_kwargs,
+    like_input,
+    offset_translate,
     plane_indices,
-    plane_layer_kwargs,
+    plane_shape,
+    preview_region,
+    split_alpha,
+    with_alpha,
 )
+from ._runner import Control, Job, Output, Progress, Task, ensure_warm, is_warm
+from ._widgets import RestoreWidget, _camera
 
 if TYPE_CHECKING:
     import napari
@@ -48,11 +43,14 @@ __all__ = [
     "WAVELETS",
     "DenoiseParams",
     "DenoiseWidget",
+    "Denoised",
     "LamInfo",
-    "denoise_planes",
+    "Source",
     "denoise_plane",
+    "denoise_task",
+    "estimate_task",
     "format_info",
-    "preview_steps",
+    "preview_task",
 ]
 
 #: Orthogonal wavelets offered (the library accepts any orthogonal PyWavelets name).
@@ -63,6 +61,9 @@ LAM_MODES = ("sure", "rule", "manual")
 CONVEX = ("l1", "tree_l2", "tree_linf")
 _MODE_LABELS = {"sure": "SURE", "rule": "rule", "manual": "manual"}
 WARM_KEY = "denoise"
+#: One SURE choice of lam costs about as much as denoising with this many shifts (1024 x 1024, tree_l2):
+#: it sets how much of a plane's progress bar SURE takes.
+SURE_COST_IN_SHIFTS = 15
 
 
 # ---------------------------------------------------------------------------
@@ -118,83 +119,126 @@ class LamInfo:
     provisional: bool = False
 
 
-def _split_alpha(plane: np.ndarray, rgb: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    if rgb and plane.shape[-1] == 4:
-        return plane[..., :3], plane[..., 3:]
-    return plane, None
+def denoise_plane(control: Control, plane: Any, params: DenoiseParams, rgb: bool, cache: LruCache | None = None,
+                  key: Hashable | None = None, span: tuple[float, float] = (0.0, 1.0), text: str = ""
+                  ) -> Generator[Progress | None, None, tuple[np.ndarray, LamInfo]]:
+    """Denoise one plane (2-D, or 2-D + colour when ``rgb``), reporting progress on ``span``.
 
-
-def choose_plane_lam(plane: np.ndarray, params: DenoiseParams, rgb: bool,
-                     cache: LruCache | None = None, key: Hashable | None = None) -> LamInfo:
-    """Lam (per channel) for one float plane, from the cache when ``key`` is in it."""
-    colour, _ = _split_alpha(plane, rgb)
+    A generator for a task: it yields the library's progress and returns
+    ``(denoised float plane, LamInfo)``. Alpha is kept as is. The automatic
+    lam is taken from ``cache`` under ``key`` when there.
+    """
+    colour, alpha = split_alpha(as_float(plane), rgb)
     channel_axis = -1 if rgb else None
     method = "rule" if params.lam_mode == "manual" else params.lam_mode
     full_key = None if key is None else (key, replace(params, lam_mode=method).lam_key())
     choice = cache.get(full_key) if cache is not None and full_key is not None else None
+    f0, f1 = span
+    share = SURE_COST_IN_SHIFTS / (SURE_COST_IN_SHIFTS + max(1, params.cycle_spins)) if method == "sure" else 0.05
+    mid = f0 + (f1 - f0) * (share if choice is None else 0.0)
     if choice is None:
-        choice = restore.choose_lam(colour, sigma=params.sigma, penalty=params.penalty, method=method,
-                                    wavelet=params.wavelet, penalize_approx=params.penalize_approx,
-                                    channel_axis=channel_axis)
+        choice = yield from control.call(
+            restore.choose_lam, colour, sigma=params.sigma, penalty=params.penalty, method=method,
+            wavelet=params.wavelet, penalize_approx=params.penalize_approx, channel_axis=channel_axis,
+            span=(f0, mid), text=text)
         if cache is not None and full_key is not None:
             cache.set(full_key, choice)
     if params.lam_mode == "manual":
-        lam = (float(params.lam),) * len(choice.lam)
-        mult = 1.0
+        lam, mult = (float(params.lam),) * len(choice.lam), 1.0
     else:
-        lam = tuple(params.multiplier * v for v in choice.lam)
-        mult = params.multiplier
-    return LamInfo(lam=lam, sigma=tuple(choice.sigma), mode=params.lam_mode, multiplier=mult,
+        lam, mult = tuple(params.multiplier * v for v in choice.lam), params.multiplier
+    info = LamInfo(lam=lam, sigma=tuple(choice.sigma), mode=params.lam_mode, multiplier=mult,
                    sigma_given=params.sigma is not None)
+    out = yield from control.call(
+        restore.denoise_wavelet_tree, colour, lam=list(lam), penalty=params.penalty, wavelet=params.wavelet,
+        penalize_approx=params.penalize_approx, cycle_spins=int(params.cycle_spins), channel_axis=channel_axis,
+        span=(mid, f1), text=text)
+    return with_alpha(out, alpha), info
 
 
-def denoise_plane(plane: Any, params: DenoiseParams, rgb: bool, cache: LruCache | None = None,
-                  key: Hashable | None = None) -> tuple[np.ndarray, LamInfo]:
-    """Denoise one plane (2-D, or 2-D + colour when ``rgb``); alpha is kept as is."""
-    plane = as_float(plane)
-    info = choose_plane_lam(plane, params, rgb, cache, key)
-    colour, alpha = _split_alpha(plane, rgb)
-    out = restore.denoise_wavelet_tree(
-        colour, lam=list(info.lam), penalty=params.penalty, wavelet=params.wavelet,
-        penalize_approx=params.penalize_approx, cycle_spins=int(params.cycle_spins),
-        channel_axis=-1 if rgb else None)
-    if alpha is not None:
-        out = np.concatenate([out, alpha.astype(out.dtype)], axis=-1)
-    return out, info
+@dataclass(frozen=True)
+class Source:
+    """An input layer as the worker sees it: its data and how to read it (the layer itself stays for the GUI)."""
+
+    layer: Any
+    data: Any
+    rgb: bool
+    dtype: np.dtype
+    key: Hashable
+
+    @classmethod
+    def of(cls, layer: Any) -> Source:
+        """Read what the worker needs from ``layer`` (GUI thread)."""
+        check_image_layer(layer)
+        return cls(layer, layer.data, bool(layer.rgb), np.dtype(layer.dtype), (layer.unique_id, id(layer.data)))
+
+    @property
+    def planes(self) -> list[tuple[int, ...]]:
+        """Indices of its planes."""
+        return plane_indices(np.shape(self.data), self.rgb)
 
 
-def preview_steps(plane: Any, params: DenoiseParams, rgb: bool, cache: LruCache | None = None,
-                  key: Hashable | None = None) -> Iterator[tuple[np.ndarray, LamInfo]]:
-    """Yield the denoised plane: first with the rule when SURE is not cached yet, then final.
+@dataclass(frozen=True)
+class Denoised:
+    """The result of one input layer: the data in the input's dtype and what was used on each plane."""
 
-    SURE costs about 0.75 s on a 512 x 512 plane; the rule costs nothing, so
-    the preview answers at once and is refined when SURE is done.
+    source: Source
+    data: np.ndarray
+    infos: list[LamInfo]
+
+
+def denoise_task(control: Control, sources: Sequence[Source], params: DenoiseParams, cache: LruCache | None = None
+                 ) -> Generator[Progress | Output | None, None, None]:
+    """Denoise every plane of every source; yield progress over them all and an :class:`Output` per source.
+
+    Each output is a :class:`Denoised` in the source's dtype (integers
+    rounded and clipped).
     """
-    plane = as_float(plane)
-    if params.lam_mode == "sure" and (cache is None or key is None
-                                      or (key, params.lam_key()) not in cache):
-        out, info = denoise_plane(plane, replace(params, lam_mode="rule"), rgb, cache, key)
-        yield out, replace(info, mode="sure", provisional=True)
-    yield denoise_plane(plane, params, rgb, cache, key)
+    sizes = [len(s.planes) * int(np.prod(s.data.shape[-3:-1] if s.rgb else s.data.shape[-2:])) for s in sources]
+    total, done = max(1, sum(sizes)), 0
+    for s, size in zip(sources, sizes, strict=True):
+        planes = s.planes
+        out = np.empty(np.shape(s.data), dtype=s.dtype if s.dtype.kind != "b" else np.float32)
+        infos = []
+        for k, idx in enumerate(planes):
+            span = ((done + size * k / len(planes)) / total, (done + size * (k + 1) / len(planes)) / total)
+            where = f" plane {k + 1} of {len(planes)}" if len(planes) > 1 else ""
+            text = f"Denoising {s.layer.name!r}{where}\u2026" if s.layer is not None else ""
+            den, info = yield from denoise_plane(control, s.data[idx], params, s.rgb, cache, (s.key, idx), span, text)
+            out[idx] = like_input(den, out.dtype)
+            infos.append(info)
+        done += size
+        yield Output(Denoised(s, out, infos))
 
 
-def denoise_planes(data: Any, params: DenoiseParams, rgb: bool, cache: LruCache | None = None,
-                   key: Hashable | None = None) -> Iterator[tuple[int, int, LamInfo]]:
-    """Denoise every plane of ``data``; yield ``(done, total, info)`` per plane, return the result.
+def preview_task(control: Control, source: Source, idx: tuple[int, ...], region: tuple[int, int, int, int],
+                 params: DenoiseParams, cache: LruCache | None = None
+                 ) -> Generator[Progress | Output | None, None, None]:
+    """Denoise ``region`` (rows r0:r1, columns c0:c1) of one plane; yield it as :class:`Output` ``(data, info)``.
 
-    A generator for :class:`restore_napari._common.Job`: cancelling it between planes
-    discards everything. The result has the data's shape and a float dtype
-    (float32 for integer data).
+    With SURE not yet cached, the rule's result comes first (marked
+    ``provisional``), so the preview answers at once; SURE's follows.
     """
-    indices = plane_indices(np.shape(data), rgb)
-    out = None
-    for i, idx in enumerate(indices):
-        den, info = denoise_plane(data[idx], params, rgb, cache, None if key is None else (key, idx))
-        if out is None:
-            out = np.empty(np.shape(data), dtype=den.dtype)
-        out[idx] = den
-        yield i + 1, len(indices), info
-    return out
+    r0, r1, c0, c1 = region
+    crop = np.asarray(source.data[idx + (slice(r0, r1), slice(c0, c1))])
+    key = (source.key, idx, region)
+    if params.lam_mode == "sure" and (cache is None or (key, params.lam_key()) not in cache):
+        rough, info = yield from denoise_plane(control, crop, replace(params, lam_mode="rule"), source.rgb, cache,
+                                               key, (0.0, 0.3))
+        yield Output((like_input(rough, source.dtype), replace(info, mode="sure", provisional=True)))
+    out, info = yield from denoise_plane(control, crop, params, source.rgb, cache, key, (0.3, 1.0))
+    yield Output((like_input(out, source.dtype), info))
+
+
+def estimate_task(control: Control, source: Source, idx: tuple[int, ...]) -> Generator[None, None, float]:
+    """Estimate sigma on one plane (the median over colour channels)."""
+    plane, _ = split_alpha(as_float(np.asarray(source.data[idx])), source.rgb)
+
+    def estimate(progress: Any = None) -> float:
+        sig = restore.estimate_sigma(plane, channel_axis=-1 if source.rgb else None)
+        return float(np.median(sig))
+
+    return (yield from control.call(estimate))
 
 
 def _fmt(values: Sequence[float]) -> str:
@@ -221,11 +265,12 @@ def format_info(info: LamInfo | Sequence[LamInfo]) -> str:
             f"\u03bb = {min(lam0):.4g}\u2013{max(lam0):.4g} ({mode})")
 
 
-def warm_up() -> Iterator[str]:
+def warm_up(control: Control) -> Generator[str, None, None]:
     """Compile (or load from numba's cache) the kernels of every penalty, on a tiny image."""
     img = np.random.default_rng(0).standard_normal((32, 32))
     restore.estimate_sigma(img)
     for penalty in restore.PENALTIES:
+        control.check()
         for approx in (False, True):
             restore.denoise_wavelet_tree(img, sigma=1.0, lam=0.5, penalty=penalty, wavelet="haar",
                                          penalize_approx=approx)
@@ -237,78 +282,94 @@ def warm_up() -> Iterator[str]:
 # ---------------------------------------------------------------------------
 
 
-class DenoiseWidget(Container):
-    """Denoise an Image layer with tree-structured wavelet shrinkage.
+class DenoiseWidget(RestoreWidget):
+    """Denoise Image layers with tree-structured wavelet shrinkage.
 
-    Preview works on the plane shown (``viewer.dims``); Apply processes the
-    whole layer plane by plane in a background thread and adds a new layer
-    named ``"<input> [<penalty>]"``.
+    Preview shows the part of the current plane in view; Denoise processes
+    whole layers (every plane, or every selected layer) in the background and
+    shows each result as a layer named ``"<input> [<penalty>]"``.
     """
 
-    #: Delay between the last change of a setting and the preview (ms).
+    KIND = "denoise"
+    RUN_TEXT = "Denoise"
+    RUN_TOOLTIP = "Denoise the whole image (every plane) in the background"
+    #: Delay between the last change (setting, plane, pan or zoom) and the preview (ms).
     PREVIEW_DELAY_MS = 150
+    #: Largest region a preview computes (pixels): with SURE and 8 shifts about 2 s on 2 busy cores.
+    PREVIEW_MAX_PIXELS = 1024 * 1024
+    #: Pixels computed beyond each side of the view, so that its edges look as in the whole plane.
+    PREVIEW_MARGIN_PX = 32
+    #: Preview regions have sides in multiples of this: panning reuses the library's wavelet plans.
+    PREVIEW_QUANTUM_PX = 64
 
     def __init__(self, napari_viewer: napari.viewer.Viewer) -> None:
-        super().__init__(labels=True)
+        super().__init__(napari_viewer)
         from qtpy.QtCore import QTimer  # Qt only when the widget is built
-        from qtpy.QtWidgets import QSizePolicy
 
-        self._viewer = napari_viewer
         self._lam_cache = LruCache(512)
         self._preview_layer: Any = None
         self._preview_job: Job | None = None
-        self._preview_pending = False
-        self._preview_token = 0
-        self._apply_job: Job | None = None
+        self._preview_shown: tuple[Any, ...] | None = None  # what the preview layer shows (layer, plane, ...)
         self._apply_infos: list[LamInfo] = []
         self._last_info: LamInfo | None = None
 
-        self.image = ComboBox(label="image", choices=self._image_choices, nullable=True)
-        self.wavelet = ComboBox(label="wavelet", choices=WAVELETS, value="db3")
-        self.penalty = ComboBox(label="penalty", choices=restore.PENALTIES, value="tree_l2")
-        self.sigma_auto = CheckBox(text="auto", value=True,
-                                   tooltip="estimate the noise level on each plane")
-        self.sigma = FloatSpinBox(value=0.0, min=0.0, max=1e12, step=1e-5, enabled=False,
-                                  tooltip="noise standard deviation, in the layer's units")
+        self.sigma_auto = CheckBox(text="auto", value=True, name="sigma_auto",
+                                   tooltip="Estimate the noise level on each plane")
+        self.sigma = FloatSpinBox(value=0.0, min=0.0, max=1e12, step=1e-5, enabled=False, name="sigma",
+                                  tooltip="Standard deviation of the noise, in the image's units")
         self.sigma.adaptive_step = True
-        self.estimate = PushButton(text="Estimate", tooltip="estimate sigma on the current plane")
+        self.estimate = PushButton(text="Estimate", tooltip="Estimate the noise level on the plane shown")
         sigma_row = Container(widgets=[self.sigma_auto, self.sigma, self.estimate], layout="horizontal",
-                              labels=False, label="noise sigma")
-        self.lam_mode = ComboBox(choices=self._mode_choices, value="sure",
-                                 tooltip="SURE: Stein's unbiased risk estimate (convex penalties); "
-                                         "rule: calibrated on natural images; manual: a value")
-        self.multiplier = FloatSpinBox(value=1.0, min=0.0, max=100.0, step=0.05,
-                                       tooltip="lam = multiplier \u00d7 the automatic lam")
-        strength_row = Container(widgets=[self.lam_mode, Label(value="\u00d7"), self.multiplier],
-                                 layout="horizontal", labels=False, label="strength")
-        self.lam = FloatSpinBox(label="lam (manual)", value=0.0, min=0.0, max=1e15, step=1e-6, enabled=False,
-                                tooltip="absolute lam, in the layer's units")
+                              labels=False, label="noise level \u03c3")
+        sigma_row.margins = (0, 0, 0, 0)
+        self.multiplier = FloatSpinBox(label="strength \u00d7", value=1.0, min=0.0, max=100.0, step=0.05,
+                                       name="multiplier",
+                                       tooltip="Multiplies the automatic \u03bb: above 1 smooths more, below 1 "
+                                               "keeps more detail")
+        self.cycle_spins = SpinBox(label="shifts averaged", value=0, min=0, max=64, name="cycle_spins",
+                                   tooltip="Average the result over this many shifted copies (cycle spinning): "
+                                           "fewer blocky artefacts, proportionally slower")
+        self.preview = CheckBox(text="Preview (the part in view)", value=False, name="preview",
+                                tooltip="Show the result on the part of the current plane in view, updated "
+                                        "as you change settings, pan or zoom")
+        self.info = Label(value="", visible=False, tooltip="Noise level and \u03bb used by the last run or preview")
+        self.info.native.setWordWrap(True)
+        # Advanced
+        self.lam_mode = ComboBox(label="\u03bb from", choices=self._mode_choices, value="sure", name="lam_mode",
+                                 tooltip="SURE: Stein's unbiased risk estimate, best (convex penalties); "
+                                         "rule: calibrated on natural images, instant; manual: the value below")
+        self.lam = FloatSpinBox(label="\u03bb (manual)", value=0.0, min=0.0, max=1e15, step=1e-6, enabled=False,
+                                name="lam", tooltip="Absolute \u03bb in the image's units, used when "
+                                                    "'\u03bb from' is manual")
         self.lam.adaptive_step = True
-        self.cycle_spins = SpinBox(label="cycle spins", value=0, min=0, max=64,
-                                   tooltip="average over this many shifts (slower, fewer artefacts)")
-        self.penalize_approx = CheckBox(text="approximation penalised", value=False)
-        self.preview = CheckBox(text="Preview (current plane)", value=False)
-        self.info = Label(label="used", value="")
-        self.apply_button = PushButton(text="Apply")
-        self.cancel_button = PushButton(text="Cancel", enabled=False)
-        buttons = Container(widgets=[self.apply_button, self.cancel_button], layout="horizontal", labels=False)
-        self.progress = ProgressBar(value=0, min=0, max=1, visible=False)
-        self.status = Label(value="")
-        for label in (self.info, self.status):  # long messages use the full width and wrap
-            label.native.setWordWrap(True)
-            label.native.setMinimumWidth(260)
-            label.native.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        self.extend([self.image, self.wavelet, self.penalty, sigma_row, strength_row, self.lam,
-                     self.cycle_spins, self.penalize_approx, self.preview, self.info, buttons,
-                     self.progress, self.status])
+        self.penalty = ComboBox(label="penalty", choices=restore.PENALTIES, value="tree_l2", name="penalty",
+                                tooltip="tree_l2 (best on natural images), tree_linf, tree_l0 (Donoho's tree "
+                                        "pruning), l1 (soft threshold), l0 (hard threshold)")
+        self.wavelet = ComboBox(label="wavelet", choices=WAVELETS, value="db3", name="wavelet",
+                                tooltip="Orthogonal wavelet of the transform")
+        self.penalize_approx = CheckBox(text="shrink the coarsest band too", value=False, name="penalize_approx",
+                                        tooltip="Penalise the approximation band as well (off: it is kept)")
+        self.all_selected = CheckBox(text="every selected image", value=False, name="all_selected",
+                                     tooltip="Denoise every image layer selected in the layer list, in one go")
+        self.apply_button = self.runner.run_button
+        self._finish_layout(
+            main=[self.image, sigma_row, self.multiplier, self.cycle_spins, self.preview],
+            advanced=[self.lam_mode, self.lam, self.penalty, self.wavelet, self.penalize_approx,
+                      self.all_selected, self.keep_each_run],
+            after=[self.info],
+            persisted=[self.sigma_auto, self.sigma, self.multiplier, self.cycle_spins, self.penalty,
+                       self.lam_mode, self.lam, self.wavelet, self.penalize_approx, self.all_selected,
+                       self.keep_each_run])
+        self._on_penalty_changed()
+        self._on_sigma_auto_changed(self.sigma_auto.value)
+        self._on_mode_changed(self.lam_mode.value)
 
-        self._timer = QTimer()
+        self._timer = QTimer(self.native)
         self._timer.setSingleShot(True)
         self._timer.setInterval(self.PREVIEW_DELAY_MS)
         self._timer.timeout.connect(self.update_preview)
-
-        for w in (self.image, self.wavelet, self.sigma, self.multiplier, self.lam,
-                  self.cycle_spins, self.penalize_approx):
+        for w in (self.image, self.wavelet, self.sigma, self.multiplier, self.lam, self.cycle_spins,
+                  self.penalize_approx):
             w.changed.connect(self._schedule_preview)
         self.image.changed.connect(self._on_image_changed)
         self.penalty.changed.connect(self._on_penalty_changed)
@@ -316,28 +377,25 @@ class DenoiseWidget(Container):
         self.lam_mode.changed.connect(self._on_mode_changed)
         self.preview.changed.connect(self._on_preview_toggled)
         self.estimate.changed.connect(self.estimate_sigma)
-        self.apply_button.changed.connect(self.apply)
-        self.cancel_button.changed.connect(self.cancel)
-        layers = self._viewer.layers
-        for event in (layers.events.inserted, layers.events.removed, layers.events.reordered):
-            event.connect(self._on_layers_changed)
         self._viewer.dims.events.current_step.connect(self._on_dims_changed)
+        camera = _camera(self._viewer)
+        camera.events.center.connect(self._schedule_preview)
+        camera.events.zoom.connect(self._schedule_preview)
         self._watched_layer: Any = None
         self._on_image_changed()
 
         self._warm_job = None
         if not is_warm(WARM_KEY):
             self.status.value = "Compiling the numba kernels (first use)\u2026"
-            self._warm_job = ensure_warm(WARM_KEY, warm_up, desc="restore: compiling numba kernels",
-                                         on_done=self._on_warm)
+            self._warm_job = ensure_warm(WARM_KEY, warm_up, on_done=self._on_warm)
 
     # -- state -------------------------------------------------------------
 
     @property
     def busy(self) -> bool:
-        """Whether a preview, an Apply or the first-use compilation is running."""
-        jobs = (self._preview_job, self._apply_job, self._warm_job)
-        return any(j is not None and j.running for j in jobs) or self._preview_pending
+        """Whether a preview, a run or the first-use compilation is running."""
+        jobs = (self._preview_job, self._warm_job)
+        return self.runner.busy or any(j is not None and j.running for j in jobs)
 
     def params(self) -> DenoiseParams:
         """The current settings (raises ValueError on an invalid combination)."""
@@ -347,33 +405,26 @@ class DenoiseWidget(Container):
             lam_mode=self.lam_mode.value, multiplier=float(self.multiplier.value), lam=float(self.lam.value),
             cycle_spins=int(self.cycle_spins.value), penalize_approx=bool(self.penalize_approx.value))
 
-    def _image_choices(self, _widget: Any = None) -> list[tuple[str, Any]]:
-        from napari.layers import Image
-
-        own = self._preview_layer.unique_id if self._preview_layer is not None else None
-        return [(layer.name, layer) for layer in self._viewer.layers
-                if isinstance(layer, Image) and layer.unique_id != own]
-
     def _mode_choices(self, _widget: Any = None) -> list[tuple[str, str]]:
         convex = getattr(self, "penalty", None) is None or self.penalty.value in CONVEX
         return [(_MODE_LABELS[m], m) for m in LAM_MODES if convex or m != "sure"]
-
-    def _source_key(self, layer: Any) -> Hashable:
-        return (layer.unique_id, id(layer.data))
 
     # -- events ------------------------------------------------------------
 
     def _on_warm(self) -> None:
         self._warm_job = None
-        if self.status.value.startswith("Compiling"):
+        if not self._closed and self.status.value.startswith("Compiling"):
             self.status.value = "Ready."
 
-    def _on_layers_changed(self, event: Any = None) -> None:
-        if self._preview_layer is not None and not self._layer_present(self._preview_layer):
+    def _on_layers_changed(self, *_: Any) -> None:
+        if self._preview_layer is not None and not self._present(self._preview_layer):
             self._preview_layer = None
-        self.image.reset_choices()
+            self._preview_shown = None
+        super()._on_layers_changed()
 
     def _on_image_changed(self, *_: Any) -> None:
+        if self._closed:
+            return
         layer = self.image.value
         if self._watched_layer is not None:
             try:
@@ -386,6 +437,7 @@ class DenoiseWidget(Container):
 
     def _on_data_changed(self, *_: Any) -> None:
         self._lam_cache.clear()
+        self._preview_shown = None
         self._schedule_preview()
 
     def _on_penalty_changed(self, *_: Any) -> None:
@@ -415,176 +467,192 @@ class DenoiseWidget(Container):
     def _on_preview_toggled(self, on: bool) -> None:
         if on:
             self.update_preview()
-        else:
-            self._timer.stop()
-            self._preview_token += 1
-            self._preview_pending = False
-            if self._preview_job is not None:
-                self._preview_job.cancel()
-            self._remove_preview_layer()
+            return
+        self._timer.stop()
+        self._stop_preview()
+        self._remove_preview_layer()
 
     # -- preview -----------------------------------------------------------
 
     def _schedule_preview(self, *_: Any) -> None:
-        if self.preview.value:
+        if self.preview.value and not self._closed:
             self._timer.start()
 
+    def _view(self, layer: Any) -> tuple[tuple[int, int, int, int] | None, tuple[float, float] | None]:
+        """The visible box of the layer's current plane (data pixels) and the view's centre there."""
+        dims = self._viewer.dims
+        if dims.ndisplay != 2 or list(dims.displayed) != [dims.ndim - 2, dims.ndim - 1]:
+            return None, None  # a 3-D or transposed view: no box of this plane is "in view"
+        (r0, c0), (r1, c1) = np.asarray(layer.corner_pixels)[:, -2:]
+        visible = (int(r0), int(r1) + 1, int(c0), int(c1) + 1) if r1 > r0 and c1 > c0 else None
+        point = np.asarray(dims.point, dtype=float)
+        point[-2:] = np.asarray(_camera(self._viewer).center, dtype=float)[-2:]
+        centre = tuple(float(v) for v in np.asarray(layer.world_to_data(point))[-2:])
+        return visible, centre  # type: ignore[return-value]
+
     def update_preview(self) -> None:
-        """Denoise the plane shown now into the preview layer (at once, no delay)."""
+        """Denoise the part of the current plane in view into the preview layer (at once, no delay)."""
         self._timer.stop()
-        if not self.preview.value:
+        if not self.preview.value or self._closed:
             return
-        if self._preview_job is not None and self._preview_job.running:
-            self._preview_token += 1  # what is running is stale: drop it, then start again
-            self._preview_pending = True
-            self._preview_job.cancel()
-            return
-        self._preview_pending = False
         try:
             layer = self.image.value
-            check_image_layer(layer)
+            source = Source.of(layer)
             params = self.params()
             idx = current_plane_index(layer, self._viewer.dims.point)
-            plane = np.asarray(layer.data[idx])
+            visible, centre = self._view(layer)
+            region, capped = preview_region(plane_shape(layer), visible, centre,
+                                            max_pixels=self.PREVIEW_MAX_PIXELS, margin=self.PREVIEW_MARGIN_PX,
+                                            quantum=self.PREVIEW_QUANTUM_PX)
         except Exception as exc:  # noqa: BLE001
-            self._show_error(exc)
+            self.show_error(exc)
             return
-        self._preview_token += 1
-        token = self._preview_token
-        kwargs = plane_layer_kwargs(layer, idx, f"{layer.name} [preview]")
-        key = (self._source_key(layer), idx)
-        rgb, cache = bool(layer.rgb), self._lam_cache
+        shown = (layer.unique_id, source.key, idx, params)
+        prev = self._preview_shown
+        if (prev is not None and prev[:4] == shown and self._preview_layer is not None
+                and (prev[4] == region or (not capped and not prev[5] and visible is not None
+                                           and _covers(prev[4], visible)))):
+            return  # the preview already shows this view
+        self._stop_preview()
+        self._install_close_hook()
+        r0, r1, c0, c1 = region
+        size = f"{r1 - r0}\u00d7{c1 - c0}"
+        note = (f"Preview: a {size} region around the view's centre (zoom in to preview elsewhere)" if capped
+                else f"Preview of the part in view ({size} pixels)")
+        self.status.value = note + "\u2026"
+        shown = shown + (region, capped)
+        job = Job(preview_task, source, idx, region, params, self._lam_cache,
+                  on_yield=lambda v: self._on_preview_result(v, source, idx, region, shown, note),
+                  on_error=self.show_error, on_finish=self._on_preview_finished)
+        self._preview_job = job
+        job.start()
 
-        def steps() -> Iterator[tuple[int, np.ndarray, LamInfo]]:
-            for out, info in preview_steps(plane, params, rgb, cache, key):
-                yield token, out, info
-
-        self.status.value = "Preview\u2026"
-        self._preview_job = Job(steps, on_yield=lambda v: self._on_preview_result(v, idx, kwargs),
-                                on_error=self._show_error, on_finish=self._on_preview_finished)
-        self._preview_job.start()
-
-    def _on_preview_result(self, value: tuple[int, np.ndarray, LamInfo], idx: tuple[int, ...],
-                           kwargs: dict[str, Any]) -> None:
-        token, out, info = value
-        if token != self._preview_token or not self.preview.value:
+    def _on_preview_result(self, value: Any, source: Source, idx: tuple[int, ...],
+                           region: tuple[int, int, int, int], shown: tuple[Any, ...], note: str) -> None:
+        if not isinstance(value, Output) or self._closed or not self.preview.value:
+            return
+        out, info = value.value
+        layer = source.layer
+        if not self._present(layer):
             return
         data = out.reshape((1,) * len(idx) + out.shape)
         self._last_info = info
-        self.info.value = format_info(info)
-        layer = self._preview_layer
-        if layer is not None and (not self._layer_present(layer) or bool(layer.rgb) != kwargs["rgb"]
-                                  or layer.ndim != data.ndim - kwargs["rgb"]):
+        self._show_info(format_info(info))
+        record = {"widget": self.KIND, "preview": True, "source": layer.name, "plane": list(idx),
+                  "region": list(region)}
+        kwargs = layer_kwargs(layer, f"{layer.name} [preview]", record)
+        kwargs["translate"] = offset_translate(layer, idx + (region[0], region[2]))
+        prev = self._preview_layer
+        if prev is not None and (not self._present(prev) or bool(prev.rgb) != bool(layer.rgb)
+                                 or prev.data.ndim != data.ndim):
             self._remove_preview_layer()
-            layer = None
-        if layer is not None:
-            layer.data = data
+            prev = None
+        if prev is not None:
+            prev.data = data
             for attr in ("name", "scale", "translate", "contrast_limits", "metadata"):
-                setattr(layer, attr, kwargs[attr])
+                setattr(prev, attr, kwargs[attr])
         else:
+            selection = self._viewer.layers.selection
+            previous = set(selection)
             self._preview_layer = self._viewer.add_image(data, **kwargs)
-            self.image.reset_choices()
+            selection.clear()  # a preview is transient: the user's selection stays as it was
+            selection.update(previous)
+        self._preview_shown = shown
         if not info.provisional:
-            self.status.value = "Preview up to date."
+            self.status.value = note + "."
+
+    def _show_info(self, text: str) -> None:
+        self.info.value = f"Used: {text}" if text else ""
+        self.info.visible = bool(text)
 
     def _on_preview_finished(self) -> None:
-        self._preview_job = None
-        if self._preview_pending:
-            self.update_preview()
+        if self._preview_job is not None and self._preview_job.done:
+            self._preview_job = None
 
-    def _layer_present(self, layer: Any) -> bool:
-        uid = layer.unique_id
-        return any(other.unique_id == uid for other in self._viewer.layers)
+    def _stop_preview(self) -> None:
+        job, self._preview_job = self._preview_job, None
+        if job is not None and job.running:
+            job.cancel()
 
     def _remove_preview_layer(self) -> None:
         layer, self._preview_layer = self._preview_layer, None
-        if layer is not None and self._layer_present(layer):
-            self._viewer.layers.remove(layer.name)
-        self.image.reset_choices()
+        self._preview_shown = None
+        if layer is not None and self._present(layer):
+            self._viewer.layers.remove(layer)
+
+    def _stop_jobs(self) -> None:
+        self._timer.stop()
+        job = self._preview_job
+        self._stop_preview()
+        if job is not None:
+            job.wait(2.0)
+        camera = _camera(self._viewer)
+        for event, cb in ((camera.events.center, self._schedule_preview), (camera.events.zoom, self._schedule_preview),
+                          (self._viewer.dims.events.current_step, self._on_dims_changed)):
+            try:
+                event.disconnect(cb)
+            except (RuntimeError, TypeError, ValueError):
+                pass
 
     # -- sigma -------------------------------------------------------------
 
-    def estimate_sigma(self, *_: Any) -> float | None:
-        """Fill the sigma box with an estimate on the current plane (and switch auto off)."""
-        try:
-            layer = self.image.value
-            check_image_layer(layer)
-            plane = as_float(layer.data[current_plane_index(layer, self._viewer.dims.point)])
-            if layer.rgb:
-                value = float(np.median(restore.estimate_sigma(plane[..., :3], channel_axis=-1)))
-            else:
-                value = float(restore.estimate_sigma(plane))
-        except Exception as exc:  # noqa: BLE001
-            self._show_error(exc)
-            return None
-        self.sigma.value = value
-        self.sigma_auto.value = False
-        self.status.value = f"Estimated sigma {value:.4g} on the current plane."
-        return value
-
-    # -- apply -------------------------------------------------------------
-
-    def apply(self, *_: Any) -> Job | None:
-        """Denoise the whole layer in the background; add the result as a new layer."""
-        if self._apply_job is not None and self._apply_job.running:
+    def estimate_sigma(self, *_: Any) -> Job | None:
+        """Estimate sigma on the current plane (in the background), fill the box and switch auto off."""
+        if self.runner.busy:
             return None
         try:
             layer = self.image.value
-            check_image_layer(layer)
-            params = self.params()
-            data = layer.data
-            total = len(plane_indices(np.shape(data), bool(layer.rgb)))
+            source = Source.of(layer)
+            idx = current_plane_index(layer, self._viewer.dims.point)
         except Exception as exc:  # noqa: BLE001
-            self._show_error(exc)
+            self.show_error(exc)
             return None
-        kwargs = derived_layer_kwargs(layer, f"{layer.name} [{params.penalty}]")
+
+        def done(value: float) -> None:
+            self.sigma.value = value
+            self.sigma_auto.value = False
+            self.status.value = f"Estimated \u03c3 = {value:.4g} on the plane shown."
+
+        self._install_close_hook()
+        return self.runner.start(Task(estimate_task, (source, idx), text="Estimating the noise level\u2026",
+                                      on_return=done))
+
+    # -- run ---------------------------------------------------------------
+
+    def _task(self) -> Task:
+        params = self.params()
+        layers = self._inputs(bool(self.all_selected.value))
+        if not layers:
+            raise ValueError("choose an image layer first")
+        sources = [Source.of(layer) for layer in layers]
         self._apply_infos = []
-        self.progress.max = total
-        self.progress.value = 0
-        self.progress.visible = True
-        self.apply_button.enabled = False
-        self.cancel_button.enabled = True
-        self.status.value = f"Denoising {total} plane{'s' * (total > 1)}\u2026"
-        job = Job(denoise_planes, data, params, bool(layer.rgb), self._lam_cache, self._source_key(layer),
-                  on_yield=self._on_apply_progress,
-                  on_return=lambda out: self._on_apply_done(out, kwargs, params),
-                  on_error=self._show_error, on_abort=self._on_apply_aborted,
-                  on_finish=self._on_apply_finished,
-                  progress={"total": total, "desc": f"restore: denoising {layer.name}"})
-        self._apply_job = job
-        job.start()
-        return job
+        n = len(sources)
+        text = f"Denoising {n} images\u2026" if n > 1 else f"Denoising {layers[0].name!r}\u2026"
+        return Task(denoise_task, (sources, params, self._lam_cache), text=text,
+                    on_output=lambda result: self._on_result(result, params),
+                    done_text=lambda: f"Done: {', '.join(repr(n) for n in self._added)}.")
 
-    def cancel(self, *_: Any) -> None:
-        """Stop Apply after the current plane; the partial output is discarded."""
-        if self._apply_job is not None and self._apply_job.running:
-            self._apply_job.cancel()
-            self.status.value = "Cancelling after the current plane\u2026"
+    def _on_result(self, result: Denoised, params: DenoiseParams) -> None:
+        layer = result.source.layer
+        if not self._present(layer):
+            return
+        record = {"source": layer.name, "params": asdict(params), "lam": [list(i.lam) for i in result.infos],
+                  "sigma": [list(i.sigma) for i in result.infos]}
+        out = self.add_result(layer, result.data, f"{layer.name} [{params.penalty}]", record)
+        self._apply_infos = list(result.infos)
+        if result.infos:
+            self._last_info = result.infos[-1]
+            self._show_info(format_info(result.infos))
+        self._added.append(out.name)
 
-    def _on_apply_progress(self, value: tuple[int, int, LamInfo]) -> None:
-        done, total, info = value
-        self._apply_infos.append(info)
-        self.progress.value = done
-        self.status.value = f"Denoised plane {done} of {total}\u2026"
+    def run(self) -> Any:
+        """Denoise the chosen image (or every selected one) in the background; add the results as layers."""
+        self._added: list[str] = []
+        return super().run()
 
-    def _on_apply_done(self, out: np.ndarray, kwargs: dict[str, Any], params: DenoiseParams) -> None:
-        kwargs = dict(kwargs, metadata=dict(kwargs["metadata"], params=params,
-                                            lam=[i.lam for i in self._apply_infos],
-                                            sigma=[i.sigma for i in self._apply_infos]))
-        self._viewer.add_image(out, **kwargs)
-        if self._apply_infos:
-            self._last_info = self._apply_infos[-1]
-            self.info.value = format_info(self._apply_infos)
-        self.status.value = f"Added {kwargs['name']!r}."
+    apply = run
 
-    def _on_apply_aborted(self) -> None:
-        self.status.value = "Cancelled: partial output discarded."
 
-    def _on_apply_finished(self) -> None:
-        self._apply_job = None
-        self.apply_button.enabled = True
-        self.cancel_button.enabled = False
-        self.progress.visible = False
+def _covers(region: tuple[int, int, int, int], box: tuple[int, int, int, int]) -> bool:
+    return region[0] <= box[0] and region[1] >= box[1] and region[2] <= box[2] and region[3] >= box[3]
 
-    def _show_error(self, exc: BaseException | str) -> None:
-        self.status.value = notify_error(exc)
