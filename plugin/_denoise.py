@@ -412,8 +412,10 @@ class DenoiseWidget(RestoreWidget):
     # -- events ------------------------------------------------------------
 
     def _on_warm(self) -> None:
+        if self._inactive:
+            return
         self._warm_job = None
-        if not self._closed and self.status.value.startswith("Compiling"):
+        if self.status.value.startswith("Compiling"):
             self.status.value = "Ready."
 
     def _on_layers_changed(self, *_: Any) -> None:
@@ -423,7 +425,7 @@ class DenoiseWidget(RestoreWidget):
         super()._on_layers_changed()
 
     def _on_image_changed(self, *_: Any) -> None:
-        if self._closed:
+        if self._inactive:
             return
         layer = self.image.value
         if self._watched_layer is not None:
@@ -475,7 +477,7 @@ class DenoiseWidget(RestoreWidget):
     # -- preview -----------------------------------------------------------
 
     def _schedule_preview(self, *_: Any) -> None:
-        if self.preview.value and not self._closed:
+        if self.preview.value and not self._inactive:
             self._timer.start()
 
     def _view(self, layer: Any) -> tuple[tuple[int, int, int, int] | None, tuple[float, float] | None]:
@@ -493,7 +495,7 @@ class DenoiseWidget(RestoreWidget):
     def update_preview(self) -> None:
         """Denoise the part of the current plane in view into the preview layer (at once, no delay)."""
         self._timer.stop()
-        if not self.preview.value or self._closed:
+        if not self.preview.value or self._inactive:
             return
         try:
             layer = self.image.value
@@ -529,7 +531,7 @@ class DenoiseWidget(RestoreWidget):
 
     def _on_preview_result(self, value: Any, source: Source, idx: tuple[int, ...],
                            region: tuple[int, int, int, int], shown: tuple[Any, ...], note: str) -> None:
-        if not isinstance(value, Output) or self._closed or not self.preview.value:
+        if not isinstance(value, Output) or self._inactive or not self.preview.value:
             return
         out, info = value.value
         layer = source.layer
@@ -579,6 +581,10 @@ class DenoiseWidget(RestoreWidget):
         self._preview_shown = None
         if layer is not None and self._present(layer):
             self._viewer.layers.remove(layer)
+
+    def _resumed(self) -> None:
+        self._preview_shown = None  # a preview that came while closing was dropped
+        self._schedule_preview()
 
     def _stop_jobs(self) -> None:
         self._timer.stop()

@@ -143,7 +143,7 @@ class InpaintWidget(RestoreWidget):
         return [("shipped, adapted to the image", None), ("shipped, as is", SHIPPED), *learned]
 
     def _describe_mask(self, *_: Any) -> None:
-        if not self._closed and not self.busy:
+        if not self._inactive and not self.busy:
             self.status.value = describe(self.mask.value, self.image.value)
 
     def _resolve_dictionary(self) -> tuple[Any, str]:

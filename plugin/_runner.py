@@ -172,8 +172,10 @@ def drive(gen: Iterator[Any]) -> tuple[list[Any], Any]:
 # Jobs
 # ---------------------------------------------------------------------------
 
-#: Jobs whose worker thread may still be running: waited for at interpreter exit.
+#: Jobs whose worker thread may still be running: cancelled at interpreter exit.
 _LIVE: set[Job] = set()
+#: Whether a worker thread was ever started (then the exit waits for Qt's thread pool).
+_STARTED: list[bool] = []
 
 
 class Job:
@@ -290,6 +292,7 @@ class Job:
         worker.finished.connect(self._thread_ended, Qt.ConnectionType.DirectConnection)
         self._worker = worker
         _LIVE.add(self)
+        _STARTED[:] = [True]
         worker.start()  # after connecting (NAPARI.md, pitfall 2)
 
     def _thread_ended(self) -> None:  # in the worker thread
@@ -337,15 +340,22 @@ class Job:
 
 @atexit.register
 def _wait_for_workers() -> None:
-    """At interpreter exit, stop the jobs still running and wait for their threads (Qt must outlive them)."""
-    jobs = list(_LIVE)
-    for job in jobs:
+    """At interpreter exit, stop the jobs still running and wait for their worker threads to end.
+
+    A worker thread that emits a signal after Python has begun tearing Qt
+    down aborts the process (PyQt): so a script that closes the viewer while
+    a preview runs would crash on exit. The wait ends with Qt's thread pool
+    being done, which covers a worker's last signals after our task ended.
+    """
+    if not _STARTED:
+        return
+    for job in list(_LIVE):
         job.control.cancel()
         if job._worker is not None:  # noqa: SLF001 - our own job
             job._worker.quit()  # noqa: SLF001
-    deadline = time.monotonic() + CLOSE_WAIT_S
-    for job in jobs:
-        job.wait(max(0.0, deadline - time.monotonic()))
+    from qtpy.QtCore import QThreadPool
+
+    QThreadPool.globalInstance().waitForDone(int(CLOSE_WAIT_S * 1000))
 
 
 def notify_error(exc: BaseException | str, prefix: str = "restore-tree") -> str:
@@ -498,8 +508,11 @@ class Runner(Container):
             self.status.value = "Cancelled: nothing partial was added."
 
     def _on_finish(self) -> None:
-        if self.closed:
-            return
+        if not self.closed:
+            self.reset()
+
+    def reset(self) -> None:
+        """Back to idle: Run enabled, Cancel disabled, no progress bar."""
         self.progress.visible = False
         self.run_button.enabled = True
         self.cancel_button.enabled = False

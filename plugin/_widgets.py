@@ -131,6 +131,7 @@ class RestoreWidget(Container):
         super().__init__(labels=False)
         self._viewer = napari_viewer
         self._closed = False
+        self._closing = False  # the window got a close event; whether it really closes is known a moment later
         self._close_filter: Any = None
         self._results: dict[Any, Any] = {}  # source layer's unique_id -> its latest result layer
         self._last_pair: tuple[Any, Any] | None = None  # (input, result) of the last run, for Compare
@@ -156,6 +157,7 @@ class RestoreWidget(Container):
         for layer in layers:
             layer.events.name.connect(self._on_layers_changed)
         layers.selection.events.active.connect(self._on_active)
+        self._watch_closing()
 
     # -- layout and settings ----------------------------------------------
 
@@ -186,7 +188,7 @@ class RestoreWidget(Container):
         event.value.events.name.connect(self._on_layers_changed)
 
     def _on_layers_changed(self, *_: Any) -> None:
-        if self._closed:
+        if self._inactive:
             return
         self.reset_choices()
         if self._compare_state is not None and not all(self._present(x) for x in self._compare_state["pair"]):
@@ -204,7 +206,7 @@ class RestoreWidget(Container):
         Results of the widgets are not followed (napari selects each new
         layer): they are chosen in the box by hand.
         """
-        if self._closed:
+        if self._inactive:
             return
         layer = self._viewer.layers.selection.active
         if layer is None:
@@ -246,7 +248,7 @@ class RestoreWidget(Container):
 
     def run(self) -> Any:
         """Start the widget's job on its inputs (what the Run button does); return the job, or None."""
-        if self.runner.busy or self._closed:
+        if self.runner.busy or self._inactive:
             return None
         try:
             task = self._task()
@@ -294,7 +296,7 @@ class RestoreWidget(Container):
     # -- Compare -----------------------------------------------------------
 
     def _update_compare(self) -> None:
-        if self._closed:
+        if self._inactive:
             return
         pair = self._compare_state["pair"] if self._compare_state else self._last_pair
         ok = pair is not None and all(self._present(x) for x in pair)
@@ -325,24 +327,81 @@ class RestoreWidget(Container):
 
     # -- closing -----------------------------------------------------------
 
-    def _install_close_hook(self) -> None:
-        """Watch the window we are docked in: when it closes, stop everything (see :meth:`shutdown`)."""
-        if self._close_filter is not None:
-            return
+    def _watch_closing(self) -> None:
+        """Install the close hook when the widget is first shown, and stop everything if it is destroyed."""
+        import weakref
+
         from qtpy.QtCore import QEvent, QObject
 
-        owner = self
+        ref = weakref.ref(self)
 
-        class _CloseFilter(QObject):
+        class _OnShow(QObject):
             def eventFilter(self, obj: Any, event: Any) -> bool:  # noqa: N802 - Qt's name
-                if event.type() == QEvent.Type.Close:
-                    owner.shutdown()
+                owner = ref()
+                if event.type() == QEvent.Type.Show and owner is not None:
+                    owner._install_close_hook()
                 return False
 
+        self._show_filter = _OnShow(self.native)
+        self.native.installEventFilter(self._show_filter)
+        self.native.destroyed.connect(lambda *_: (owner := ref()) is not None and owner.shutdown())
+
+    def _install_close_hook(self) -> None:
+        """Watch the window we are docked in: once it has closed, stop everything (see :meth:`shutdown`).
+
+        Called when the widget is shown and before each job (a viewer that is
+        never shown has no Show event). The check waits for the event loop, so
+        a close that a confirmation dialog cancels changes nothing; a script
+        that closes the viewer and exits is covered by the runner's exit hook.
+        """
         window = self.native.window()
-        self._close_filter = _CloseFilter(window)
+        if self._closed or self._close_filter is not None and self._close_filter.parent() is window:
+            return
+        import weakref
+
+        from qtpy.QtCore import QEvent, QObject, QTimer
+
+        ref, window_ref = weakref.ref(self), weakref.ref(window)  # no strong reference: the viewer can go
+
+        def closed() -> None:
+            owner, win = ref(), window_ref()
+            if owner is None:
+                return
+            try:
+                still_open = win is not None and win.isVisible()
+            except RuntimeError:  # already deleted
+                still_open = False
+            if still_open:  # a dialog kept the window open
+                owner._set_closing(False)
+            else:
+                owner.shutdown()
+
+        class _OnClose(QObject):
+            def eventFilter(self, obj: Any, event: Any) -> bool:  # noqa: N802 - Qt's name
+                owner = ref()
+                if event.type() == QEvent.Type.Close and owner is not None:
+                    owner._set_closing(True)  # touch nothing from now on, until we know
+                    QTimer.singleShot(0, closed)
+                return False
+
+        self._close_filter = _OnClose(window)
         window.installEventFilter(self._close_filter)
-        self.native.destroyed.connect(lambda *_: owner.shutdown())
+
+    @property
+    def _inactive(self) -> bool:
+        """Whether callbacks must leave the viewer and the widgets alone (closed, or closing)."""
+        return self._closed or self._closing
+
+    def _set_closing(self, closing: bool) -> None:
+        self._closing = closing
+        self.runner.closed = closing or self._closed
+        if not closing and not self._closed:
+            if not self.runner.busy:
+                self.runner.reset()
+            self._resumed()
+
+    def _resumed(self) -> None:
+        """The window stayed open after all: subclasses redo what they dropped meanwhile."""
 
     def shutdown(self) -> None:
         """The viewer is closing: cancel every job, wait briefly for its thread, and stop reacting to events."""

@@ -48,26 +48,20 @@ def test_image_boxes_start_on_the_selected_layer_and_follow_the_selection(make_n
     viewer = make_napari_viewer()
     a = viewer.add_image(_noise((32, 32), 1), name="a")
     b = viewer.add_image(_noise((32, 32), 2), name="b")
-    viewer.add_labels(np.zeros((32, 32), np.uint8), name="mask")
+    mask = viewer.add_labels(np.zeros((32, 32), np.uint8), name="mask")  # selected: the last layer added
+    first = _dock(viewer, qtbot, DENOISE)
+    assert first.image.value is a  # the selection is no image: the first suitable layer
+    viewer.layers.selection.active = b
+    widgets = [first] + [_dock(viewer, qtbot, name) for name in (INPAINT, LEARN)]
+    for widget in widgets:
+        assert widget.image.value is b  # the selected layer
     viewer.layers.selection.active = a
-    widgets = [_dock(viewer, qtbot, name) for name in WIDGETS]
+    for widget in widgets:
+        assert widget.image.value is a  # follows it
+    viewer.layers.selection.active = mask  # not an image: the image boxes stay, the mask box follows
     for widget in widgets:
         assert widget.image.value is a
-    viewer.layers.selection.active = b
-    for widget in widgets:
-        assert widget.image.value is b
-    viewer.layers.selection.active = viewer.layers["mask"]  # not an image: the boxes stay
-    for widget in widgets:
-        assert widget.image.value is b
-    assert widgets[1].mask.value is viewer.layers["mask"]
-
-
-def test_first_suitable_layer_when_the_selection_is_not_an_image(make_napari_viewer, qtbot):
-    viewer = make_napari_viewer()
-    a = viewer.add_image(_noise((32, 32)), name="a")
-    viewer.add_labels(np.zeros((32, 32), np.uint8), name="mask")  # selected, as the last added layer
-    for name in WIDGETS:
-        assert _dock(viewer, qtbot, name).image.value is a
+    assert widgets[1].mask.value is mask
 
 
 def test_the_preview_layer_is_never_offered_as_an_input(make_napari_viewer, qtbot):
@@ -146,6 +140,24 @@ def test_batch_runs_every_selected_image_with_one_progress_bar(make_napari_viewe
     assert seen == sorted(seen)  # one bar over both layers, never going back
 
 
+def test_batch_inpaints_every_selected_image_under_the_same_mask(make_napari_viewer, qtbot, errors):
+    viewer = make_napari_viewer()
+    widget = _dock(viewer, qtbot, INPAINT)
+    images = [viewer.add_image(_noise((48, 48), k), name=f"img{k}") for k in range(2)]
+    labels = np.zeros((48, 48), np.uint8)
+    labels[10:14, 5:40] = 1
+    widget.mask.value = viewer.add_labels(labels, name="scratch")
+    widget.n_passes.value = 2
+    viewer.layers.selection = set(images)
+    widget.all_selected.value = True
+    widget.run_button.clicked.emit()
+    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
+    assert not errors
+    for image in images:
+        out = viewer.layers[f"{image.name} [inpainted]"]
+        np.testing.assert_array_equal(out.data != image.data, labels != 0)
+
+
 def test_batch_cancel_stops_every_remaining_layer(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
     widget = _dock(viewer, qtbot, DENOISE)
@@ -198,11 +210,12 @@ def test_learned_dictionaries_belong_to_their_viewer(make_napari_viewer, qtbot, 
     assert not errors
 
 
-@pytest.mark.parametrize("name", WIDGETS)
-def test_every_widget_reports_errors_as_notifications(make_napari_viewer, qtbot, errors, name):
+def test_every_widget_reports_errors_as_notifications(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
-    widget = _dock(viewer, qtbot, name)
-    widget.runner.run_button.clicked.emit()  # no image layer at all
-    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
-    assert len(errors) == 1 and "image" in str(errors[0])
+    for name in WIDGETS:
+        widget = _dock(viewer, qtbot, name)
+        widget.runner.run_button.clicked.emit()  # no image layer at all
+        qtbot.waitUntil(lambda widget=widget: not widget.busy, timeout=TIMEOUT)
+        assert len(errors) == 1 and "image" in str(errors[0]), name
+        assert widget.status.value == errors.pop()  # repeated in the widget
     assert [layer.name for layer in viewer.layers] == []

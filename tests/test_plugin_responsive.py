@@ -161,7 +161,7 @@ def test_preview_of_a_view_too_large_is_capped_around_its_centre(make_napari_vie
 def test_unticking_preview_stops_it(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
     widget = _dock_denoise(viewer, qtbot)
-    widget.image.value = viewer.add_image(_noisy(2048), name="large")
+    widget.image.value = viewer.add_image(_noisy(1024), name="large")
     widget.cycle_spins.value = 8
     widget.preview.value = True
     qtbot.waitUntil(lambda: widget.busy, timeout=TIMEOUT)
@@ -178,12 +178,12 @@ def test_unticking_preview_stops_it(make_napari_viewer, qtbot, errors):
 def test_closing_the_viewer_with_preview_on_raises_nothing(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
     widget = _dock_denoise(viewer, qtbot)
-    widget.image.value = viewer.add_image(_noisy(2048), name="large")
+    widget.image.value = viewer.add_image(_noisy(1024), name="large")
     widget.cycle_spins.value = 8
     widget.preview.value = True
     qtbot.waitUntil(lambda: widget.busy, timeout=TIMEOUT)
     viewer.close()
-    qtbot.wait(1500)  # anything the preview would still deliver
+    qtbot.wait(500)  # anything the preview would still deliver
     assert not errors
 
 
@@ -195,13 +195,13 @@ SCRIPT = """
 
     viewer = napari.Viewer(show=False)
     rng = np.random.default_rng(0)
-    layer = viewer.add_image(rng.standard_normal((2048, 2048)).astype(np.float32), name="noise")
+    layer = viewer.add_image(rng.standard_normal((1024, 1024)).astype(np.float32), name="noise")
     _, widget = viewer.window.add_plugin_dock_widget("restore-tree", "Denoise (wavelet tree)")
     widget.image.value = layer
     widget.cycle_spins.value = 8
     widget.preview.value = True
     t0 = time.time()
-    while time.time() - t0 < 1.0:
+    while time.time() - t0 < 0.5:
         QApplication.processEvents()
         time.sleep(0.01)
     assert widget.busy
