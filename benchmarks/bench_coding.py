@@ -194,7 +194,8 @@ def bench_coding(args: argparse.Namespace, rng: np.random.Generator) -> dict:
     X = patches(args.data, args.test, args.n_code, rng)
     note(f"coding: learning the {tree.n_vars}-atom dictionary on {len(Xd)} patches")
     t0 = time.perf_counter()
-    D = TreeDictionaryLearning(BRANCHING, lam=args.lam, n_epochs=1, batch_size=BATCH, rng=0).fit(Xd).components_
+    D = TreeDictionaryLearning(BRANCHING, lam=args.lam, n_epochs=1, batch_size=BATCH,
+                               random_state=0).fit(Xd).components_
     t_dict = time.perf_counter() - t0
     lam = args.lam
 
@@ -279,11 +280,11 @@ def bench_learning(args: argparse.Namespace, rng: np.random.Generator) -> dict:
 
     def ours_tree() -> np.ndarray:
         return TreeDictionaryLearning(BRANCHING, lam=lam, n_epochs=1, batch_size=BATCH, dict_init=D0_tree,
-                                      rng=0).fit(X).components_
+                                      random_state=0).fit(X).components_
 
     def ours_flat() -> np.ndarray:
         return TreeDictionaryLearning(BRANCHING, penalty="l1", n_atoms=FLAT_ATOMS, lam=lam, n_epochs=1,
-                                      batch_size=BATCH, dict_init=D0_flat, rng=0).fit(X).components_
+                                      batch_size=BATCH, dict_init=D0_flat, random_state=0).fit(X).components_
 
     def struct_dl(nt: int) -> np.ndarray:
         Ds = spams.structTrainDL(np.asfortranarray(X.T), D=np.asfortranarray(D0_tree[perm].T), tree=st,

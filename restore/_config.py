@@ -13,6 +13,17 @@ import os
 
 JIT: dict = {"cache": True, "nogil": True, "fastmath": False, "error_model": "numpy"}
 
+#: The tree of a dictionary's atoms unless told otherwise: 1 + 10 + 30 + 90 = 131 atoms, the shipped
+#: dictionary's (more leaves than the paper's (10, 2, 2) keep textures under random pixel loss).
+DEFAULT_BRANCHING: tuple[int, ...] = (10, 3, 3)
+
+#: lam of the codes of centred, unit-norm signals, unless told otherwise (estimator and learn_dictionary).
+DEFAULT_CODE_LAM = 0.1
+
+#: Signals coded together by sparse_encode and transform: memory O(batch * (atoms + features)), about 40 MB
+#: for 131 atoms of 64 features, and batches large enough that matrix products dominate Python's overhead.
+CODING_BATCH = 4096
+
 
 def default_num_threads() -> int:
     """Return the number of worker threads used for batched kernels.

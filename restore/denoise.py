@@ -13,9 +13,20 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._config import default_num_threads
 from ._progress import ProgressCallback, Steps
-from .proximal import PENALTIES, _prox_rows, check_penalty_name
+from ._validation import (
+    check_callable,
+    check_choice,
+    check_image,
+    check_int,
+    check_level,
+    check_per_channel,
+    check_wavelet,
+    max_level,
+    restore_dtype,
+)
+from .proximal import PENALTIES, _prox_rows
 from .tree import Tree
-from .wavelet import _check_wavelet, default_level, wavelet_quadtree
+from .wavelet import default_level, wavelet_quadtree
 
 __all__ = ["LamChoice", "choose_lam", "denoise_wavelet_tree", "estimate_sigma"]
 
@@ -170,9 +181,9 @@ def estimate_sigma(image: ArrayLike, *, channel_axis: int | None = None) -> floa
     comparable to the noise: about +10% at sigma 5 (8-bit units; the global
     median: +21%), +6% at 10 (+9%), +2% at 25 and under 1% from 50 on.
     """
-    img = _as_float_image(image, "image")
-    if channel_axis is not None:
-        img = np.moveaxis(img, _check_axis(channel_axis, img.ndim), -1)
+    img, axis = check_image(image, channel_axis=channel_axis)
+    if axis is not None:
+        img = np.moveaxis(img, axis, -1)
         return np.array([_noise_sigma(img[..., c]) for c in range(img.shape[-1])])
     return _noise_sigma(img)
 
@@ -183,8 +194,6 @@ _BLOCK_BIAS = 0.909  # the 10th percentile of 16 x 16 block estimates on pure un
 
 
 def _noise_sigma(img: np.ndarray) -> float:
-    if img.ndim < 2:
-        raise ValueError(f"image must have at least 2 dimensions, got shape {img.shape}")
     planes = img.reshape(-1, *img.shape[-2:])
     bands = [pywt.dwt2(p, "db2", mode="symmetric")[1][2] for p in planes]
     b = _BLOCK
@@ -198,8 +207,11 @@ def _noise_sigma(img: np.ndarray) -> float:
     return float(np.quantile(per_block, _BLOCK_QUANTILE) / _BLOCK_BIAS)
 
 
-def _sure_search(risk, lo: float = 0.02, hi: float = 5.0, n_grid: int = 13, n_golden: int = 12) -> float:
-    """Minimise ``risk(t)`` over t > 0: log-spaced grid, then golden section."""
+def log_search(risk: Callable[[float], float], lo: float, hi: float, n_grid: int, n_golden: int) -> float:
+    """Minimise ``risk(t)`` over t in [lo, hi]: a log-spaced grid, then golden section around its best point.
+
+    ``n_grid + 2 + n_golden`` evaluations. Internal: shared with :mod:`restore.evaluate`.
+    """
     grid = np.geomspace(lo, hi, n_grid)
     values = [risk(t) for t in grid]
     i = int(np.argmin(values))
@@ -260,16 +272,23 @@ def _sure_lam(c: np.ndarray, sigma: float, penalty: str, plan: _Plan, penalize_a
             step()
         return float(np.sum((work[0] - c) ** 2) - p * sigma**2 + 2 * sigma**2 * div)
 
-    return _sure_search(risk, lo=_SURE_T_RANGE[0], hi=_SURE_T_RANGE[1], n_grid=_SURE_GRID,
-                        n_golden=_SURE_GOLDEN) * sigma
+    return log_search(risk, lo=_SURE_T_RANGE[0], hi=_SURE_T_RANGE[1], n_grid=_SURE_GRID,
+                      n_golden=_SURE_GOLDEN) * sigma
 
 
 def _rule_lam(sigma: float, data_range: float, penalty: str) -> float:
     s8 = 255.0 * sigma / data_range if data_range > 0 else 0.0
     t = float(np.interp(np.log(max(s8, 1e-12)), np.log(_RULE_SIGMAS), _RULE_T[penalty]))
-    if penalty in ("l0", "tree_l0"):
-        return 0.5 * (t * sigma) ** 2
-    return t * sigma
+    return lam_from_threshold(t, sigma, penalty)
+
+
+def lam_from_threshold(t: float, sigma: float, penalty: str) -> float:
+    """The lam whose threshold on a single coefficient is ``t * sigma``.
+
+    ``lam = t * sigma`` for the convex penalties, ``(t * sigma)**2 / 2`` for
+    ``l0`` and ``tree_l0``. Internal: shared with :mod:`restore.evaluate`.
+    """
+    return 0.5 * (t * sigma) ** 2 if penalty in ("l0", "tree_l0") else t * sigma
 
 
 def _data_range(c: np.ndarray, plan: _Plan) -> float:
@@ -324,15 +343,15 @@ def choose_lam(
     -------
     LamChoice
     """
-    img = _as_float_image(image, "image")
-    nd = 3 if channel_axis is not None else 2
-    if img.ndim != nd:
-        raise ValueError(f"choose_lam takes one plane: expected {nd} dimensions "
-                         f"({'M, N, C' if nd == 3 else 'M, N'}), got shape {img.shape}")
-    channels = _to_channels(img, channel_axis)
-    plan = _setup(channels[0].shape, penalty, wavelet, level, penalize_approx)
+    img, axis = check_image(image, channel_axis=channel_axis, exact=True)
+    check_callable("progress", progress)
+    x = img if axis is None else np.moveaxis(img, axis, -1)
+    plan = _setup(x.shape[:2], penalty, wavelet, level, penalize_approx)
     method = _resolve_method(method, penalty)
-    sigmas = _channel_sigmas(sigma, channels)
+    n_channels = x.shape[2] if axis is not None else 1
+    sigmas_given = None if sigma is None else check_per_channel("sigma", sigma, n_channels)
+    channels = _to_channels(x, -1 if axis is not None else None)
+    sigmas = _channel_sigmas(sigmas_given, channels)
     gen = np.random.default_rng(0 if rng is None else rng)
     steps = Steps(progress, len(channels) * _lam_steps(method, penalty), start=True)
     lams = tuple(_lam_for_plane(ch, s, penalty, method, plan, penalize_approx, gen, steps)
@@ -354,7 +373,7 @@ def _lam_for_plane(plane, sigma, penalty, method, plan, penalize_approx, gen, st
 
 
 def _lam_steps(method: str | None, penalty: str) -> int:
-    """Progress steps of choosing lam for one channel: the transform, then each evaluation (one for l1's and the rule)."""
+    """Progress steps of choosing lam for one channel: the transform, then each evaluation (l1 and the rule: one)."""
     if method is None:
         return 0
     return 1 + (_SURE_EVALS if method == "sure" and penalty != "l1" else 1)
@@ -475,47 +494,40 @@ def denoise_wavelet_tree(
     >>> bool(np.mean((out - clean) ** 2) < 0.25 * np.mean((noisy - clean) ** 2))
     True
     """
-    img = _as_float_image(image, "image")
-    check_penalty_name(penalty)
-    if not isinstance(cycle_spins, (int, np.integer)) or cycle_spins < 0:
-        raise ValueError(f"cycle_spins must be an integer >= 0, got {cycle_spins!r}")
-    if channel_axis is not None:
-        axis = _check_axis(channel_axis, img.ndim)
-        x = np.moveaxis(img, axis, -1)
-        if x.ndim < 3:
-            raise ValueError(f"with channel_axis the image needs 2 spatial axes, got shape {img.shape}")
-        plane_shape = x.shape[-3:-1]
-    else:
-        x = img
-        if x.ndim < 2:
-            raise ValueError(f"image must have at least 2 dimensions, got shape {img.shape}")
-        plane_shape = x.shape[-2:]
+    img, axis = check_image(image, channel_axis=channel_axis)
+    n_shifts = max(check_int("cycle_spins", cycle_spins, min=0), 1)
+    check_callable("progress", progress)
+    x = img if axis is None else np.moveaxis(img, axis, -1)
+    plane_shape = x.shape[-3:-1] if axis is not None else x.shape[-2:]
+    n_channels = x.shape[-1] if axis is not None else 1
     plan = _setup(plane_shape, penalty, wavelet, level, penalize_approx)
-    method = _resolve_method(lam, penalty) if lam is None or isinstance(lam, str) else None
+    if lam is None or isinstance(lam, str):
+        method, lams_given = _resolve_method(lam, penalty), None
+    else:
+        method, lams_given = None, check_per_channel("lam", lam, n_channels)
+    sigmas_given = None if sigma is None else check_per_channel("sigma", sigma, n_channels)
     gen = np.random.default_rng(0 if rng is None else rng)
     out = np.empty(x.shape, dtype=np.float64)
-    lead = x.shape[:-3] if channel_axis is not None else x.shape[:-2]
-    n_channels = x.shape[-1] if channel_axis is not None else 1
-    n_shifts = max(cycle_spins, 1)
+    lead = x.shape[:-3] if axis is not None else x.shape[:-2]
     per_channel = _lam_steps(method, penalty) + _shrink_steps(n_shifts) + (sigma is None and method is not None)
     steps = Steps(progress, int(np.prod(lead, dtype=np.int64)) * n_channels * per_channel, start=True)
     for idx in np.ndindex(*lead):
         plane = x[idx]
-        channels = _to_channels(plane, -1 if channel_axis is not None else None)
+        channels = _to_channels(plane, -1 if axis is not None else None)
         if method is None:
-            lams = _per_channel(lam, len(channels), "lam")
+            lams = lams_given
         else:
-            sigmas = _channel_sigmas(sigma, channels)
+            sigmas = _channel_sigmas(sigmas_given, channels)
             if sigma is None:
                 steps(len(channels))
             lams = [_lam_for_plane(ch, s, penalty, method, plan, penalize_approx, gen, steps)
                     for ch, s in zip(channels, sigmas, strict=True)]
         den = [_denoise_plane(ch, lm, penalty, plan, penalize_approx, n_shifts, steps)
                for ch, lm in zip(channels, lams, strict=True)]
-        out[idx] = _from_channels(den, channel_axis is not None)
-    if channel_axis is not None:
+        out[idx] = _from_channels(den, axis is not None)
+    if axis is not None:
         out = np.moveaxis(out, -1, axis)
-    return out.astype(img.dtype, copy=False)
+    return restore_dtype(out, np.asarray(image).dtype)
 
 
 def _shift_groups(n_shifts: int) -> list[list[tuple[int, int]]]:
@@ -569,50 +581,23 @@ def _shifts(k: int) -> list[tuple[int, int]]:
 
 
 def _setup(plane_shape, penalty, wavelet, level, penalize_approx) -> _Plan:
-    check_penalty_name(penalty)
-    if not isinstance(wavelet, str):
-        raise ValueError(f"wavelet must be a wavelet name, got {wavelet!r}")
-    _check_wavelet(wavelet)
-    h, w = (int(s) for s in plane_shape)
-    if min(h, w) < 2:
-        raise ValueError(f"image planes must be at least 2x2, got {h}x{w}")
-    if level is None:
-        level = default_level((h, w))
-    elif not isinstance(level, (int, np.integer)) or level < 1:
-        raise ValueError(f"level must be an integer >= 1, got {level!r}")
-    return _plan((h, w), wavelet, int(level), bool(penalize_approx))
+    """Validate the transform's settings for planes of this shape; the cached plan."""
+    check_choice("penalty", penalty, PENALTIES, plural="penalties")
+    wav = check_wavelet(wavelet)
+    shape = tuple(int(s) for s in plane_shape)
+    level = min(default_level(shape), max_level(shape, wav)) if level is None else check_level(level, shape, wav)
+    return _plan(shape, wavelet, level, bool(penalize_approx))
 
 
 def _resolve_method(method: str | None, penalty: str) -> str:
-    if method is not None and method not in ("sure", "rule"):
-        raise ValueError(f"Invalid lam method: {method!r}; use 'sure', 'rule' or a number")
+    if method is not None:
+        check_choice("lam method", method, ("sure", "rule"), plural="methods (or a number)")
     if method is None:
         return "sure" if penalty in CONVEX else "rule"
     if method == "sure" and penalty not in CONVEX:
         raise ValueError(f"lam='sure' needs a continuous (convex) penalty, not {penalty!r}: "
                          "use lam='rule' or a number")
     return method
-
-
-def _as_float_image(image: ArrayLike, name: str) -> np.ndarray:
-    arr = np.asarray(image)
-    if arr.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
-    if arr.dtype.kind == "f":
-        if arr.dtype == np.float16:
-            arr = arr.astype(np.float32)
-        if not np.all(np.isfinite(arr)):
-            raise ValueError(f"{name} contains NaN or infinite values")
-        return arr
-    from skimage.util import img_as_float
-
-    return img_as_float(arr)
-
-
-def _check_axis(axis: int, ndim: int) -> int:
-    if not isinstance(axis, (int, np.integer)) or not -ndim <= axis < ndim:
-        raise ValueError(f"channel_axis {axis!r} is out of range for an image with {ndim} dimensions")
-    return int(axis) % ndim
 
 
 def _to_channels(plane: np.ndarray, channel_axis: int | None) -> list[np.ndarray]:
@@ -633,19 +618,55 @@ def _from_channels(channels: list[np.ndarray], has_channels: bool) -> np.ndarray
     return x
 
 
-def _per_channel(value, n: int, name: str) -> list[float]:
-    vals = np.atleast_1d(np.asarray(value, dtype=np.float64))
-    if vals.ndim != 1 or vals.size not in (1, n):
-        raise ValueError(f"{name} must be one number or one per channel ({n}), got {value!r}")
-    if not np.all(np.isfinite(vals)) or np.any(vals < 0):
-        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
-    return [float(v) for v in np.broadcast_to(vals, (n,))]
-
-
 def _channel_sigmas(sigma, channels: list[np.ndarray]) -> list[float]:
+    """The given sigma of each channel (validated), or an estimate on each."""
     if sigma is None:
         return [_noise_sigma(ch) for ch in channels]
-    return _per_channel(sigma, len(channels), "sigma")
+    return list(sigma)
 
 
 assert set(_RULE_T) == set(PENALTIES)
+
+
+# ---------------------------------------------------------------------------
+# Internal interface: the steps of denoise_wavelet_tree one at a time
+# ---------------------------------------------------------------------------
+
+
+class PlaneDenoiser:
+    """Transform a plane once, then shrink its coefficients at any lam: for protocols that try many.
+
+    Internal (used by :mod:`restore.evaluate`), not part of ``restore``'s
+    public API. Grey planes of one shape, one wavelet and penalty, the
+    approximation band not penalised, no cycle spinning: the settings of
+    :func:`denoise_wavelet_tree`'s defaults.
+
+    Parameters
+    ----------
+    shape : (int, int)
+        Plane shape.
+    wavelet, penalty : str
+        As in :func:`denoise_wavelet_tree`.
+    """
+
+    def __init__(self, shape: tuple[int, int], wavelet: str, penalty: str) -> None:
+        self.penalty = penalty
+        self._plan = _setup(shape, penalty, wavelet, None, False)
+        self._work = np.empty((1, self._plan.n_coeffs))
+
+    def transform(self, plane: np.ndarray) -> np.ndarray:
+        """The wavelet coefficients of a plane (float64 vector)."""
+        return self._plan.forward(np.asarray(plane, dtype=np.float64))
+
+    def shrink(self, coeffs: np.ndarray, lam: float) -> np.ndarray:
+        """The denoised plane: the prox of ``coeffs`` at ``lam``, transformed back."""
+        self._work[0] = coeffs
+        _shrink_rows(self._work, lam, self.penalty, self._plan, False)
+        return self._plan.inverse(self._work[0])
+
+    def automatic_lam(self, plane: np.ndarray, sigma: float, rng: np.random.Generator) -> float:
+        """The lam :func:`denoise_wavelet_tree` would choose with a known ``sigma`` (SURE or the rule)."""
+        method = _resolve_method(None, self.penalty)
+        return _lam_for_plane(np.asarray(plane, dtype=np.float64), sigma, self.penalty, method, self._plan, False,
+                              rng)
+

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 from collections.abc import Sequence
@@ -11,28 +10,54 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._config import CODING_BATCH, DEFAULT_BRANCHING, DEFAULT_CODE_LAM
 from ._io import atomic_path
-from .coding import ProgressCallback, _as_mask, _as_matrix, _sparse_encode
-from .proximal import TREE_PENALTIES, check_penalty_name
+from ._progress import ProgressCallback
+from ._validation import check_callable, check_choice, check_int, check_matrix, check_number
+from .coding import _as_mask, _sparse_encode
+from .proximal import PENALTIES, TREE_PENALTIES
 from .tree import Tree
 
 __all__ = ["TreeDictionaryLearning"]
 
 
-class TreeDictionaryLearning:
+
+def _check_random_state(random_state: Any) -> None:
+    """scikit-learn's ``random_state``: None, an int >= 0, a RandomState or a Generator."""
+    ok = random_state is None or isinstance(random_state, (np.random.RandomState, np.random.Generator)) or (
+        isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool) and random_state >= 0)
+    if not ok:
+        raise ValueError(f"random_state must be None, an integer >= 0, a numpy RandomState or Generator, "
+                         f"got {random_state!r}")
+
+
+def _generator(random_state: Any) -> np.random.Generator:
+    """A NumPy Generator from scikit-learn's ``random_state`` (a RandomState seeds a new Generator)."""
+    _check_random_state(random_state)
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(random_state.randint(np.iinfo(np.int32).max))
+    return np.random.default_rng(random_state)
+
+
+class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Dictionary whose atoms are the nodes of a tree, learned online.
 
-    Follows scikit-learn's estimator API (``fit``, ``partial_fit``,
-    ``transform``, ``inverse_transform``, ``get_params``, ``set_params``).
-    Signals are rows, ``(n_samples, n_features)``; atoms are rows of
-    ``components_``.
+    A scikit-learn transformer: ``fit``, ``partial_fit``, ``transform``
+    (the sparse codes), ``fit_transform``, ``inverse_transform``,
+    ``get_params``/``set_params``, ``set_output`` and
+    ``get_feature_names_out``; it passes
+    :func:`sklearn.utils.estimator_checks.check_estimator`. Signals are
+    rows, ``(n_samples, n_features)``; atoms are rows of ``components_``.
 
     Parameters
     ----------
-    branching : sequence of int, default (10, 2, 2)
+    branching : sequence of int, default (10, 3, 3)
         Shape of the balanced tree of atoms for the tree penalties:
-        ``(10, 2, 2)`` gives 1 + 10 + 20 + 40 = 71 atoms, the root first.
+        ``(10, 3, 3)`` gives 1 + 10 + 30 + 90 = 131 atoms, the root first
+        (the shipped dictionary's tree).
     penalty : {'tree_l2', 'tree_linf', 'tree_l0', 'l1', 'l0'}, default 'tree_l2'
         Penalty of the codes; ``'l1'`` (or ``'l0'``) learns an ordinary flat
         dictionary of ``n_atoms`` atoms.
@@ -50,19 +75,18 @@ class TreeDictionaryLearning:
         Forgetting exponent: the statistics are scaled by
         ``(1 - 1/t)**rho`` before mini-batch ``t`` is added. None keeps all.
     max_code_iter : int, default 30
-        FISTA iterations per mini-batch (30: the online algorithm does not need
-        exact codes; 100 gives a test objective 0.24 % lower for an epoch 2.6 times
-        as long, flat 256 atoms on 8x8 patches).
+        FISTA iterations per mini-batch (the online algorithm does not need
+        exact codes).
     tol : float, default 1e-4
-        Tolerance of the coding (relative decrease of the objective).
+        Tolerance of the coding (relative decrease of each signal's objective).
     positive_code : bool, default False
         Constrain codes to be >= 0.
     dict_init : array_like, shape (n_atoms, n_features), optional
         Initial atoms (warm start, e.g. the shipped generic dictionary);
         default: random training signals.
-    rng : int or numpy.random.Generator, optional
+    random_state : int, RandomState or Generator, optional
         Randomness of the initial atoms, the order of the samples and the
-        replacement of unused atoms.
+        replacement of unused atoms; an int gives reproducible results.
     progress : callable, optional
         ``progress(done, total)`` after each mini-batch of :meth:`fit`; it
         may raise :class:`restore.Cancelled` to stop between mini-batches
@@ -78,6 +102,9 @@ class TreeDictionaryLearning:
         Mini-batches processed so far.
     n_features_in_ : int
         Number of features seen during fit.
+    feature_names_in_ : ndarray of str
+        Names of the features seen during fit, when ``X`` had string column
+        names (a pandas DataFrame).
 
     Notes
     -----
@@ -97,15 +124,24 @@ class TreeDictionaryLearning:
        Matrix Factorization and Sparse Coding", JMLR 11, 2010.
     .. [2] R. Jenatton, J. Mairal, G. Obozinski, F. Bach, "Proximal Methods
        for Hierarchical Sparse Coding", JMLR 12, 2011.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from restore import TreeDictionaryLearning
+    >>> X = np.random.default_rng(0).standard_normal((500, 16))
+    >>> est = TreeDictionaryLearning((3, 2), lam=0.1, random_state=0).fit(X)
+    >>> est.components_.shape, est.transform(X[:2]).shape
+    ((10, 16), (2, 10))
     """
 
     def __init__(
         self,
-        branching: Sequence[int] = (10, 2, 2),
+        branching: Sequence[int] = DEFAULT_BRANCHING,
         *,
         penalty: str = "tree_l2",
         n_atoms: int | None = None,
-        lam: float = 0.1,
+        lam: float = DEFAULT_CODE_LAM,
         batch_size: int = 256,
         n_epochs: int = 1,
         rho: float | None = None,
@@ -113,7 +149,7 @@ class TreeDictionaryLearning:
         tol: float = 1e-4,
         positive_code: bool = False,
         dict_init: ArrayLike | None = None,
-        rng: int | np.random.Generator | None = None,
+        random_state: int | np.random.RandomState | np.random.Generator | None = None,
         progress: ProgressCallback | None = None,
     ) -> None:
         self.branching = branching
@@ -127,80 +163,75 @@ class TreeDictionaryLearning:
         self.tol = tol
         self.positive_code = positive_code
         self.dict_init = dict_init
-        self.rng = rng
+        self.random_state = random_state
         self.progress = progress
 
-    # -- scikit-learn parameter protocol ---------------------------------
+    # -- parameters -----------------------------------------------------------
 
-    @classmethod
-    def _param_names(cls) -> list[str]:
-        sig = inspect.signature(cls.__init__)
-        return [p for p in sig.parameters if p != "self"]
+    def _check_params(self) -> None:
+        """Validate every parameter (at the start of fit and partial_fit)."""
+        check_choice("penalty", self.penalty, PENALTIES, plural="penalties")
+        if self.penalty in TREE_PENALTIES or self.n_atoms is None:
+            Tree.balanced(self.branching)  # validates the branching
+        if self.penalty not in TREE_PENALTIES and self.n_atoms is not None:
+            check_int("n_atoms", self.n_atoms)
+        check_number("lam", self.lam)
+        for name in ("batch_size", "n_epochs", "max_code_iter"):
+            check_int(name, getattr(self, name))
+        if self.rho is not None:
+            check_number("rho", self.rho)
+        check_number("tol", self.tol)
+        check_callable("progress", self.progress)
+        _check_random_state(self.random_state)
 
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """Parameters of the estimator (scikit-learn protocol)."""
-        return {name: getattr(self, name) for name in self._param_names()}
+    def _n_atoms(self) -> int:
+        if self.penalty in TREE_PENALTIES:
+            return Tree.balanced(self.branching).n_vars
+        return int(self.n_atoms) if self.n_atoms is not None else Tree.balanced(self.branching).n_vars
 
-    def set_params(self, **params: Any) -> TreeDictionaryLearning:
-        """Set parameters (scikit-learn protocol)."""
-        valid = set(self._param_names())
-        for key, value in params.items():
-            if key not in valid:
-                raise ValueError(f"Invalid parameter {key!r} for TreeDictionaryLearning; "
-                                 f"valid parameters are {', '.join(sorted(valid))}")
-            setattr(self, key, value)
-        return self
+    def _make_tree(self) -> Tree | None:
+        return Tree.balanced(self.branching) if self.penalty in TREE_PENALTIES else None
 
-    def __repr__(self) -> str:
-        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
-        changed = [f"{k}={v!r}" for k, v in self.get_params().items() if defaults.get(k) is not v
-                   and not (isinstance(v, (int, float, str, tuple)) and v == defaults.get(k))]
-        return f"TreeDictionaryLearning({', '.join(changed)})"
+    @property
+    def _n_features_out(self) -> int:
+        """Number of output features of :meth:`transform` (the atoms), for ``get_feature_names_out``."""
+        return self.components_.shape[0]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64"]  # codes are computed and returned in float64
+        return tags
 
     # -- fitting ------------------------------------------------------------
 
-    def _validate_params(self) -> None:
-        check_penalty_name(self.penalty)
-        if self.penalty in TREE_PENALTIES:
-            Tree.balanced(self.branching)  # validates
-        elif self.n_atoms is not None and (not isinstance(self.n_atoms, (int, np.integer)) or self.n_atoms < 1):
-            raise ValueError(f"n_atoms must be an integer >= 1, got {self.n_atoms!r}")
-        if not np.isfinite(self.lam) or self.lam < 0:
-            raise ValueError(f"lam must be finite and >= 0, got {self.lam!r}")
-        for name in ("batch_size", "n_epochs", "max_code_iter"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        if self.rho is not None and not self.rho >= 0:
-            raise ValueError(f"rho must be >= 0 or None, got {self.rho!r}")
-
-    def _make_tree(self) -> Tree | None:
-        if self.penalty in TREE_PENALTIES:
-            return Tree.balanced(self.branching)
-        return None
-
     def _init(self, X: np.ndarray, M: np.ndarray | None, gen: np.random.Generator) -> None:
-        tree = self._make_tree()
-        if tree is not None:
-            k = tree.n_vars
-        else:
-            k = self.n_atoms if self.n_atoms is not None else Tree.balanced(self.branching).n_vars
-        m = X.shape[1]
+        k, m = self._n_atoms(), X.shape[1]
         if self.dict_init is not None:
-            D = _as_matrix(self.dict_init, "dict_init").copy()
+            D = check_matrix(self.dict_init, "dict_init").copy()
             if D.shape != (k, m):
-                raise ValueError(f"initial dictionary has shape {D.shape}, expected {(k, m)}")
+                raise ValueError(f"dict_init has shape {D.shape}, expected (n_atoms, n_features) = {(k, m)}")
         else:
             idx = gen.choice(X.shape[0], size=k, replace=X.shape[0] < k)
             D = X[idx] * (M[idx] if M is not None else 1.0) + 1e-3 * gen.standard_normal((k, m))
-        D /= np.maximum(np.linalg.norm(D, axis=1, keepdims=True), 1e-12)
+        norms = np.linalg.norm(D, axis=1, keepdims=True)
+        D /= np.where(norms > 0, norms, 1.0)
         self.components_ = D
-        self.tree_ = tree
+        self.tree_ = self._make_tree()
         self.n_iter_ = 0
-        self.n_features_in_ = m
         self._A = np.zeros((k, k))
         self._B = np.zeros((m, k))
         self._gen = gen
+
+    def _check_X(self, X: ArrayLike, mask: ArrayLike | None, reset: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        X = validate_data(self, X, dtype=np.float64, reset=reset)
+        M = None
+        if mask is not None:
+            M = _as_mask(mask, X.shape)
+            if not M.any():
+                raise ValueError("mask marks every entry as missing: nothing to learn from")
+            if M.all():
+                M = None
+        return X, M
 
     def partial_fit(self, X: ArrayLike, y: None = None, *, mask: ArrayLike | None = None) -> TreeDictionaryLearning:
         """Update the dictionary with one mini-batch (initialises on the first call).
@@ -218,10 +249,11 @@ class TreeDictionaryLearning:
         -------
         self
         """
-        self._validate_params()
-        X, M = self._check_X(X, mask, first=not hasattr(self, "components_"))
-        if not hasattr(self, "components_"):
-            self._init(X, M, np.random.default_rng(self.rng))
+        self._check_params()
+        first = not hasattr(self, "components_")
+        X, M = self._check_X(X, mask, reset=first)
+        if first:
+            self._init(X, M, _generator(self.random_state))
         self._step(X, M)
         return self
 
@@ -241,17 +273,16 @@ class TreeDictionaryLearning:
         -------
         self
         """
-        self._validate_params()
-        X, M = self._check_X(X, mask, first=True)
-        saved = {k: v for k, v in self.__dict__.items() if k.endswith("_") and not k.startswith("__")}
-        saved.update({k: self.__dict__[k] for k in ("_A", "_B", "_gen") if k in self.__dict__})
-        gen = np.random.default_rng(self.rng)
-        self._init(X, M, gen)
-        n = X.shape[0]
-        bs = int(self.batch_size)
-        n_batches = max(1, -(-n // bs)) * int(self.n_epochs)
-        done = 0
+        self._check_params()
+        saved = dict(self.__dict__)
         try:
+            X, M = self._check_X(X, mask, reset=True)
+            gen = _generator(self.random_state)
+            self._init(X, M, gen)
+            n = X.shape[0]
+            bs = int(self.batch_size)
+            n_batches = -(-n // bs) * int(self.n_epochs)
+            done = 0
             for _ in range(int(self.n_epochs)):
                 order = gen.permutation(n)
                 for s in range(0, n, bs):
@@ -261,17 +292,17 @@ class TreeDictionaryLearning:
                     if self.progress is not None:
                         self.progress(done, n_batches)
         except BaseException:
-            for k in [k for k in self.__dict__ if k.endswith("_") and not k.startswith("__")]:
-                del self.__dict__[k]
+            self.__dict__.clear()
             self.__dict__.update(saved)
             raise
         return self
 
     def _step(self, X: np.ndarray, M: np.ndarray | None) -> None:
         D = self.components_
-        # single-precision products (the statistics are stochastic anyway): 1.35x faster epochs
-        codes, _ = _sparse_encode(X, D, M, float(self.lam), self.penalty, self.tree_, None,
-                                  int(self.max_code_iter), float(self.tol), bool(self.positive_code), 4096, fast=True)
+        # single-precision products (the statistics are stochastic anyway)
+        codes, _ = _sparse_encode(X, D, lam=float(self.lam), penalty=self.penalty, tree=self.tree_, mask=M,
+                                  max_iter=int(self.max_code_iter), tol=float(self.tol),
+                                  positive=bool(self.positive_code), batch_size=CODING_BATCH, fast=True)
         if M is not None:  # fill missing entries with the current model
             X = np.where(M, X, codes @ D)
         self.n_iter_ += 1
@@ -287,55 +318,63 @@ class TreeDictionaryLearning:
     # -- using the dictionary -------------------------------------------
 
     def transform(self, X: ArrayLike, *, mask: ArrayLike | None = None) -> NDArray[np.float64]:
-        """Codes of ``X`` (n_samples, n_atoms) with the learned dictionary."""
-        self._check_fitted()
-        X, M = self._check_X(X, mask, first=False)
-        return _sparse_encode(X, self.components_, M, float(self.lam), self.penalty, self.tree_, None,
-                              int(self.max_code_iter), float(self.tol), bool(self.positive_code), 4096)[0]
+        """Sparse codes of ``X`` over the learned dictionary.
 
-    def inverse_transform(self, codes: ArrayLike) -> NDArray[np.float64]:
-        """Signals ``codes @ components_`` (n_samples, n_features)."""
-        self._check_fitted()
-        A = _as_matrix(codes, "codes")
+        Parameters
+        ----------
+        X : array_like, shape (n_samples, n_features)
+            Signals.
+        mask : array_like of bool, shape of X, optional
+            True where an entry is known; codes fit the known entries only.
+
+        Returns
+        -------
+        ndarray, shape (n_samples, n_atoms)
+            Each signal's code; it does not depend on the other signals.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        M = None if mask is None else _as_mask(mask, X.shape)
+        return _sparse_encode(X, self.components_, lam=check_number("lam", self.lam), penalty=self.penalty,
+                              tree=self.tree_, mask=M, max_iter=check_int("max_code_iter", self.max_code_iter),
+                              tol=check_number("tol", self.tol), positive=bool(self.positive_code),
+                              batch_size=CODING_BATCH)[0]
+
+    def inverse_transform(self, X: ArrayLike) -> NDArray[np.float64]:
+        """Signals ``X @ components_`` from codes ``X`` (n_samples, n_atoms)."""
+        check_is_fitted(self)
+        A = check_matrix(X, "X")
         if A.shape[1] != self.components_.shape[0]:
-            raise ValueError(f"codes must have {self.components_.shape[0]} columns (atoms), got {A.shape[1]}")
+            raise ValueError(f"X must have {self.components_.shape[0]} columns (one per atom), got {A.shape[1]}")
         return A @ self.components_
-
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "components_"):
-            raise ValueError("this TreeDictionaryLearning is not fitted yet: call fit, partial_fit or load")
-
-    def _check_X(self, X: ArrayLike, mask: ArrayLike | None, first: bool) -> tuple[np.ndarray, np.ndarray | None]:
-        X = _as_matrix(X, "X")
-        if X.shape[0] == 0:
-            raise ValueError("X has no samples")
-        if not first and hasattr(self, "n_features_in_") and X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, the dictionary was learned on {self.n_features_in_}")
-        M = None
-        if mask is not None:
-            M = _as_mask(mask, X.shape)
-            if not M.any():
-                raise ValueError("mask marks every entry as missing: nothing to learn from")
-            if M.all():
-                M = None
-        return X, M
 
     # -- persistence ------------------------------------------------------
 
     def save(self, path: str | os.PathLike) -> None:
-        """Save the learned dictionary, its tree, parameters and statistics (``.npz``), atomically."""
-        self._check_fitted()
+        """Save the dictionary, its tree, parameters and statistics to exactly ``path``, atomically.
+
+        The file is a NumPy ``.npz`` archive written at ``path`` as given (no
+        suffix is added: ``save("dict")`` writes ``dict``, which
+        :meth:`load` reads). It is written beside ``path`` first and renamed
+        over it only once complete, so an existing file is replaced only by
+        a complete model and never left half-written.
+        """
+        check_is_fitted(self)
         path = Path(path)
-        params = {k: v for k, v in self.get_params().items() if k not in ("rng", "progress", "dict_init")}
+        if path.is_dir():
+            raise ValueError(f"path {str(path)!r} is a folder: give the dictionary file's name")
+        params = {k: v for k, v in self.get_params().items() if k not in ("random_state", "progress", "dict_init")}
         params["branching"] = list(params["branching"])
-        with atomic_path(path) as tmp:
-            np.savez_compressed(tmp, components=self.components_, A=self._A, B=self._B,
-                                n_iter=self.n_iter_, params=json.dumps(params),
-                                parents=self.tree_.parents if self.tree_ is not None else np.zeros(0, np.int64))
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            np.savez_compressed(fh, components=self.components_, A=self._A, B=self._B, n_iter=self.n_iter_,
+                                params=json.dumps(params), parents=self.tree_.parents if self.tree_ is not None
+                                else np.zeros(0, np.int64))
+            fh.flush()
+            os.fsync(fh.fileno())
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TreeDictionaryLearning:
-        """Load a dictionary saved by :meth:`save`."""
+        """Load a dictionary saved by :meth:`save` (from exactly ``path``)."""
         try:
             with np.load(path, allow_pickle=False) as z:
                 params = json.loads(str(z["params"]))
@@ -344,11 +383,11 @@ class TreeDictionaryLearning:
                 est.components_ = np.array(z["components"])
                 est._A, est._B = np.array(z["A"]), np.array(z["B"])
                 est.n_iter_ = int(z["n_iter"])
-        except (OSError, KeyError, ValueError) as exc:
+        except (OSError, KeyError, ValueError, TypeError) as exc:
             raise ValueError(f"{str(path)!r} is not a dictionary saved by TreeDictionaryLearning.save: {exc}") from None
         est.tree_ = est._make_tree()
         est.n_features_in_ = est.components_.shape[1]
-        est._gen = np.random.default_rng(est.rng)
+        est._gen = _generator(None)
         return est
 
 

@@ -15,6 +15,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _core
 from ._config import default_num_threads
+from ._validation import check_choice, check_number
 from .tree import Tree
 
 __all__ = ["PENALTIES", "TREE_PENALTIES", "prox", "penalty_value"]
@@ -74,8 +75,7 @@ def _get_pool(n_threads: int) -> ThreadPoolExecutor:
 
 def check_penalty_name(penalty: str) -> None:
     """Raise a ValueError listing the valid penalties if ``penalty`` is not one."""
-    if penalty not in PENALTIES:
-        raise ValueError(f"Invalid penalty: {penalty!r}; supported penalties are {', '.join(PENALTIES)}")
+    check_choice("penalty", penalty, PENALTIES, plural="penalties")
 
 
 def check_penalty(penalty: str, tree: Tree | None, n_vars: int | None = None) -> None:
@@ -107,16 +107,6 @@ def _as_signals(u: ArrayLike, name: str = "u") -> tuple[np.ndarray, tuple[int, .
     if not _core.all_finite(X):
         raise ValueError(f"{name} contains NaN or infinite values")
     return X, arr.shape, out_dtype
-
-
-def _check_lam(lam: float) -> float:
-    try:
-        lam_f = float(lam)
-    except (TypeError, ValueError):
-        raise TypeError(f"lam must be a real number, got {lam!r}") from None
-    if not np.isfinite(lam_f) or lam_f < 0:
-        raise ValueError(f"lam must be finite and >= 0, got {lam!r}")
-    return lam_f
 
 
 def _prox_rows(X: np.ndarray, lam: float | np.ndarray, penalty: str, tree: Tree | None,
@@ -236,7 +226,7 @@ def prox(
     """
     X, shape, out_dtype = _as_signals(u)
     check_penalty(penalty, tree, X.shape[1])
-    lam_f = _check_lam(lam)
+    lam_f = check_number("lam", lam)
     if positive:
         np.maximum(X, 0.0, out=X)
     _prox_rows(X, lam_f, penalty, tree)

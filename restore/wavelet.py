@@ -5,8 +5,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-import pywt
 
+from ._validation import check_level, check_wavelet, max_level
 from .tree import Tree
 
 __all__ = ["quadtree_parents", "wavelet_quadtree"]
@@ -79,10 +79,16 @@ def wavelet_quadtree(shape: tuple[int, int], wavelet: str = "db3", level: int | 
         One node per coefficient, owning that coefficient, numbered as in
         :func:`pywt.ravel_coeffs`. Built once per argument set and cached.
     """
-    h, w = (int(s) for s in shape)
-    level = default_level((h, w)) if level is None else int(level)
+    try:
+        h, w = (int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise ValueError(f"shape must be two positive integers (M, N), got {shape!r}") from None
+    if min(h, w) < 2:
+        raise ValueError(f"shape must have sides of at least 2, got {shape!r}")
+    wav = check_wavelet(wavelet)
+    level = min(default_level((h, w)), max_level((h, w), wav)) if level is None else check_level(level, (h, w), wav)
     if h % (1 << level) or w % (1 << level):
-        raise ValueError(f"shape {shape} is not divisible by 2**level = {1 << level}")
+        raise ValueError(f"shape {shape} is not divisible by 2**level = {1 << level}: pad the image first")
     bands = [(h >> level, w >> level)] + [(h >> lv, w >> lv) for lv in range(level, 0, -1)]
     parents = quadtree_parents(tuple(bands))
     weights = np.ones(parents.shape[0])
@@ -95,16 +101,3 @@ def default_level(shape: tuple[int, int]) -> int:
     """Levels that leave an approximation band of about 16 pixels a side."""
     n = min(int(s) for s in shape)
     return max(1, int(np.floor(np.log2(max(n, 2)))) - 4)
-
-
-def _check_wavelet(wavelet: str) -> pywt.Wavelet:
-    try:
-        wav = pywt.Wavelet(wavelet)
-    except ValueError:
-        raise ValueError(
-            f"Invalid wavelet: {wavelet!r}; use an orthogonal discrete wavelet of "
-            f"PyWavelets ({', '.join(pywt.wavelist(kind='discrete')[:6])}, ...)") from None
-    if not wav.orthogonal:
-        raise ValueError(f"wavelet {wavelet!r} is not orthogonal: tree denoising needs an "
-                         "orthonormal transform (haar, dbN, symN, coifN)")
-    return wav

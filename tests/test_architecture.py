@@ -11,6 +11,7 @@ RANK = {
     "_config": 0,
     "_io": 0,
     "_progress": 0,
+    "_validation": 0,
     "_core": 1,
     "tree": 2,
     "proximal": 3,
@@ -66,6 +67,19 @@ def test_plugin_uses_only_the_public_api():
             if imp.startswith("restore"):
                 assert not any(part.startswith("_") for part in imp.split(".")[1:]), (
                     f"{path.name} imports private {imp}")
+
+
+def _private_names_imported(path: Path) -> list[str]:
+    """``from restore.x import _name``: names private to another module (private modules' public names are fine)."""
+    tree = ast.parse(path.read_text())
+    return [f"{node.module}.{a.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+            for a in node.names if a.name.startswith("_") and (node.level or (node.module or "").startswith("restore"))]
+
+
+def test_jobs_above_the_solvers_use_no_private_names_of_other_modules():
+    upper = sorted((ROOT / "restore" / "evaluate").rglob("*.py")) + [ROOT / "restore" / "cli.py"]
+    for path in upper:
+        assert not _private_names_imported(path), f"{path.relative_to(ROOT)} imports private names"
 
 
 def _jit_decorators(path: Path):

@@ -1,3 +1,9 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 from skimage import data, io
@@ -15,7 +21,7 @@ def noisy_png(tmp_path):
 
 
 def test_denoise_8bit(noisy_png, tmp_path):
-    out = tmp_path / "out" / "clean.png"
+    out = tmp_path / "clean.png"
     assert main(["denoise", str(noisy_png), str(out), "--sigma", "20"]) == 0
     res = io.imread(out)
     src = io.imread(noisy_png)
@@ -115,3 +121,170 @@ def test_inpaint_and_learn_commands(tmp_path):
     with pytest.raises(SystemExit, match="features"):
         main(["inpaint", str(grey), str(msk), str(tmp_path / "z.png"), "--dictionary", str(d), "--patch-size", "6",
               "--quiet"])
+
+
+# ---------------------------------------------------------------------------
+# Files in and out
+# ---------------------------------------------------------------------------
+
+
+def _run(*args, timeout=300, **kwargs):
+    """The command as a user runs it: a process, its exit code, stdout and stderr."""
+    return subprocess.run([sys.executable, "-m", "restore.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, **kwargs)
+
+
+def _png16(path, img):
+    """Write a 16-bit PNG (grey or colour) with pypng, which keeps every bit."""
+    import png
+
+    img = np.asarray(img, dtype=np.uint16)
+    planes = 1 if img.ndim == 2 else img.shape[2]
+    writer = png.Writer(img.shape[1], img.shape[0], bitdepth=16, greyscale=planes in (1, 2), alpha=planes in (2, 4))
+    with open(path, "wb") as fh:
+        writer.write(fh, img.reshape(img.shape[0], -1).tolist())
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Fail if a command reaches the algorithm: problems with the output must be found first."""
+    from restore import cli
+
+    def boom(*args, **kwargs):
+        raise AssertionError("the computation started")
+
+    for name in ("denoise_wavelet_tree", "inpaint", "learn_dictionary"):
+        monkeypatch.setattr(cli, name, boom)
+
+
+@pytest.mark.parametrize(("out", "match"), [
+    ("missing/o.png", "folder .* does not exist"),
+    (".", "is a folder"),
+    ("o.jpg", "JPEG .* 16-bit"),
+    ("o.bmp", "BMP .* 16-bit"),
+    ("o.xyz", "unknown image format '.xyz'"),
+    ("/proc/o.png", "cannot write into"),
+])
+def test_output_problems_are_found_before_any_work(out, match, tmp_path, no_work):
+    src = tmp_path / "in.png"
+    _png16(src, np.full((32, 32, 3), 1000))
+    mask = tmp_path / "m.png"
+    io.imsave(mask, np.eye(32, dtype=np.uint8) * 255, check_contrast=False)
+    target = out if out.startswith("/") else str(tmp_path / out)
+    for argv in (["denoise", src, target], ["inpaint", src, mask, target]):
+        with pytest.raises(SystemExit, match=match):
+            main([str(a) for a in argv])
+    with pytest.raises(SystemExit, match="must end in .npz|is a folder|does not exist|cannot write"):
+        main(["learn", str(src), "--out", target])
+
+
+def test_float_tiff_cannot_go_to_png(tmp_path, no_work):
+    src = tmp_path / "in.tif"
+    tifffile = pytest.importorskip("tifffile")
+    tifffile.imwrite(src, np.random.default_rng(0).random((32, 32)).astype(np.float32))
+    with pytest.raises(SystemExit, match="PNG .* float"):
+        main(["denoise", str(src), str(tmp_path / "o.png")])
+
+
+def test_16bit_colour_png_in_16bit_out_and_known_pixels_bit_identical(tmp_path):
+    import png
+
+    rng = np.random.default_rng(3)
+    img = (data.astronaut()[::4, ::4].astype(np.int64) * 257 + rng.integers(-300, 300, (128, 128, 3)))
+    img = img.clip(0, 65535).astype(np.uint16)
+    src = tmp_path / "in16.png"
+    _png16(src, img)
+    out = tmp_path / "den16.png"
+    assert main(["denoise", str(src), str(out)]) == 0
+    w, h, rows, info = png.Reader(bytes=out.read_bytes()).read()
+    assert info["bitdepth"] == 16 and info["planes"] == 3 and (w, h) == (128, 128)
+    res = np.array(list(rows), dtype=np.uint16).reshape(128, 128, 3)
+    assert np.abs(res.astype(float) - img).mean() < 2000 and len(np.unique(res[..., 0] % 256)) > 100
+    mask = np.zeros((128, 128), np.uint8)
+    mask[60:64, 5:120] = 255
+    msk = tmp_path / "m.png"
+    io.imsave(msk, mask, check_contrast=False)
+    filled = tmp_path / "filled16.png"
+    assert main(["inpaint", str(src), str(msk), str(filled), "--passes", "2", "--quiet"]) == 0
+    _, _, rows, info = png.Reader(bytes=filled.read_bytes()).read()
+    res = np.array(list(rows), dtype=np.uint16).reshape(128, 128, 3)
+    assert info["bitdepth"] == 16
+    np.testing.assert_array_equal(res[mask == 0], img[mask == 0])
+
+
+def test_a_mask_with_alpha_uses_the_alpha(tmp_path):
+    img = data.astronaut()[::4, ::4]
+    src = tmp_path / "p.png"
+    io.imsave(src, img, check_contrast=False)
+    # painted black on a transparent layer: the strokes are where alpha is opaque, whatever their colour
+    rgba = np.zeros((128, 128, 4), np.uint8)
+    rgba[50:53, 10:100, 3] = 255
+    msk = tmp_path / "alpha.png"
+    io.imsave(msk, rgba, check_contrast=False)
+    out = tmp_path / "o.png"
+    assert main(["inpaint", str(src), str(msk), str(out), "--passes", "2", "--quiet"]) == 0
+    res = io.imread(out)
+    changed = np.any(res != img, axis=-1)
+    assert changed[50:53, 10:100].mean() > 0.5 and not changed[:50].any() and not changed[53:].any()
+
+
+def test_a_jpeg_mask_is_thresholded_with_a_warning(tmp_path, capsys):
+    img = data.astronaut()[::4, ::4]
+    src = tmp_path / "p.png"
+    io.imsave(src, img, check_contrast=False)
+    m = np.zeros((128, 128), np.uint8)
+    m[50:56, 10:100] = 255
+    msk = tmp_path / "m.jpg"
+    import imageio.v3 as iio
+
+    iio.imwrite(msk, m, quality=60)
+    out = tmp_path / "o.png"
+    assert main(["inpaint", str(src), str(msk), str(out), "--passes", "2", "--quiet"]) == 0
+    assert "lossy" in capsys.readouterr().err
+    changed = np.any(io.imread(out) != img, axis=-1)
+    assert not changed[:45].any() and not changed[62:].any()  # JPEG ringing is not taken for missing pixels
+
+
+def test_corrupt_or_truncated_image_gives_one_line(tmp_path):
+    good = tmp_path / "g.png"
+    io.imsave(good, data.camera()[::4, ::4], check_contrast=False)
+    cut = tmp_path / "cut.png"
+    cut.write_bytes(good.read_bytes()[:300])
+    res = _run("denoise", cut, tmp_path / "o.png")
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "cannot read" in res.stderr
+    assert not (tmp_path / "o.png").exists()
+
+
+def test_an_unreachable_dask_scheduler_gives_one_line(tmp_path):
+    d = tmp_path / "imgs"
+    d.mkdir()
+    io.imsave(d / "a.png", data.camera()[::8, ::8], check_contrast=False)
+    res = _run("evaluate", d, "--out", tmp_path / "o", "--sigmas", "25", "--draws", "1", "--quiet",
+               "--scheduler", "tcp://127.0.0.1:9", timeout=120)
+    assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Dask scheduler" in res.stderr
+
+
+@pytest.mark.parametrize("command", ["denoise", "inpaint", "learn"])
+def test_ctrl_c_prints_one_line_exits_130_and_writes_nothing(command, tmp_path):
+    big = np.tile(data.astronaut(), (2, 2, 1))  # 1024 x 1024 colour: several seconds of work
+    src = tmp_path / "big.png"
+    io.imsave(src, big, check_contrast=False)
+    mask = np.zeros(big.shape[:2], np.uint8)
+    mask[::7] = 255
+    msk = tmp_path / "m.png"
+    io.imsave(msk, mask, check_contrast=False)
+    out = tmp_path / ("o.npz" if command == "learn" else "o.png")
+    argv = {"denoise": ["denoise", src, out, "--cycle-spins", "16"],
+            "inpaint": ["inpaint", src, msk, out, "--quiet"],
+            "learn": ["learn", src, "--out", out, "--epochs", "20"]}[command]
+    proc = subprocess.Popen([sys.executable, "-m", "restore.cli", *map(str, argv)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    time.sleep(4.0)
+    assert proc.poll() is None, proc.communicate()
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and "interrupted" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["big.png", "m.png"])  # no output, no temp file

@@ -63,7 +63,7 @@ def test_weighted_entries_solve_the_rescaled_problem(problem, rng):
     tree, D, X = problem
     X = X[:20]
     w = np.where(rng.random(X.shape) > 0.5, 1.0, 0.2)
-    A, _ = _sparse_encode(X, D, w, 0.2, "tree_l2", tree, None, 5000, 0.0, False, 4096)
+    A, _ = _sparse_encode(X, D, lam=0.2, penalty="tree_l2", tree=tree, mask=w, max_iter=5000, tol=0.0, batch_size=4096)
     for i in range(len(X)):
         s = np.sqrt(w[i])
         ref = sparse_encode((X[i] * s)[None], D * s, lam=0.2, tree=tree, max_iter=5000, tol=0)[0]
@@ -83,11 +83,13 @@ def test_too_small_lipschitz_bound_is_caught(problem, rng, monkeypatch):
         return true_L(D, M, n, spectrum, n_iter) / 3
 
     monkeypatch.setattr(coding, "_lipschitz", short)
-    A, _ = coding._sparse_encode(X, D, M, 0.2, "tree_l2", tree, None, 300, 0.0, False, 4096)
+    A, _ = coding._sparse_encode(X, D, lam=0.2, penalty="tree_l2", tree=tree, mask=M,
+                                 max_iter=300, tol=0.0, batch_size=4096)
     f = 0.5 * np.sum(M * (A @ D - X) ** 2, axis=1) + 0.2 * penalty_value(A.T, penalty="tree_l2", tree=tree)
     f0 = 0.5 * np.sum(M * X**2, axis=1)
     assert np.all(f <= f0)
-    ref_w, _ = coding._sparse_encode(X, D, M, 0.2, "tree_l2", tree, None, 5000, 0.0, False, 4096)
+    ref_w, _ = coding._sparse_encode(X, D, lam=0.2, penalty="tree_l2", tree=tree, mask=M,
+                                     max_iter=5000, tol=0.0, batch_size=4096)
     np.testing.assert_allclose(A, ref_w, atol=1e-5)
 
 
@@ -96,8 +98,9 @@ def test_fast_products_match(problem):
     from restore.coding import _sparse_encode
 
     tree, D, X = problem
-    A, _ = _sparse_encode(X, D, None, 0.2, "tree_l2", tree, None, 500, 0.0, False, 4096)
-    A32, _ = _sparse_encode(X, D, None, 0.2, "tree_l2", tree, None, 500, 0.0, False, 4096, fast=True)
+    A, _ = _sparse_encode(X, D, lam=0.2, penalty="tree_l2", tree=tree, max_iter=500, tol=0.0, batch_size=4096)
+    A32, _ = _sparse_encode(X, D, lam=0.2, penalty="tree_l2", tree=tree,
+                            max_iter=500, tol=0.0, batch_size=4096, fast=True)
     np.testing.assert_allclose(A32, A, atol=1e-5)
 
 
@@ -165,8 +168,9 @@ def test_one_lam_per_signal_codes_each_signal_with_its_own(problem, rng, masked)
     X = X[:40]
     M = rng.random(X.shape) > 0.4 if masked else None
     lams = rng.uniform(0.05, 0.6, len(X))
-    A = _sparse_encode(X, D, M, lams, "tree_l2", tree, None, 3000, 0.0, False, 16)[0]
+    A = _sparse_encode(X, D, lam=lams, penalty="tree_l2", tree=tree, mask=M, max_iter=3000, tol=0.0, batch_size=16)[0]
     for i in (0, 17, 39):
         Mi = None if M is None else M[i:i + 1]
-        ref = _sparse_encode(X[i:i + 1], D, Mi, float(lams[i]), "tree_l2", tree, None, 3000, 0.0, False, 16)[0]
+        ref = _sparse_encode(X[i:i + 1], D, lam=float(lams[i]), penalty="tree_l2", tree=tree, mask=Mi,
+                             max_iter=3000, tol=0.0, batch_size=16)[0]
         np.testing.assert_allclose(A[i], ref[0], atol=1e-5)  # masked products run in float32

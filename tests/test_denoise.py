@@ -177,7 +177,7 @@ def test_bad_images():
         denoise_wavelet_tree(np.full((16, 16), np.nan))
     with pytest.raises(ValueError, match="at least 2 dimensions"):
         denoise_wavelet_tree(np.zeros(16))
-    with pytest.raises(ValueError, match="at least 2x2"):
+    with pytest.raises(ValueError, match="at least 2 pixels on each spatial side"):
         denoise_wavelet_tree(np.zeros((1, 16)), lam=1.0)
     with pytest.raises(ValueError, match="real numeric"):
         denoise_wavelet_tree(np.zeros((4, 4), dtype=complex))

@@ -1,4 +1,10 @@
 import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,7 +36,7 @@ def test_outputs_and_protocol(image_dir, tmp_path):
     rows = evaluate_denoising(image_dir, out, **SMALL)
     # 2 images x 1 sigma x 2 draws x (2 penalties x 2 modes + BayesShrink)
     assert len(rows) == 2 * 2 * (2 * 2 + 1)
-    assert {p.name for p in out.iterdir()} == {"results.csv", "table.md", "psnr.png", "config.json"}
+    assert {p.name for p in out.iterdir() if not p.name.startswith(".")} == OURS
     table = read_csv(out / "results.csv")
     assert len(table) == len(rows)
     assert set(table[0]) == {"image", "sigma", "wavelet", "method", "lam_mode", "draw", "lam", "psnr", "seconds"}
@@ -168,3 +174,156 @@ def test_patch_protocol(tmp_path):
     err = {(r["method"], r["missing"]): r["error"] for r in rows}
     assert err[("tree", 0.9)] > err[("tree", 0.5)] > 0  # more missing pixels, larger error
     assert "tree gain" in (tmp_path / "out" / "table.md").read_text()
+
+
+# ---------------------------------------------------------------------------
+# The output folder: the user's files are never touched, one run at a time
+# ---------------------------------------------------------------------------
+
+
+OURS = {"results.csv", "table.md", "psnr.png", "restore-evaluate.json"}
+
+
+def test_a_users_files_in_the_output_folder_are_never_touched(image_dir, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "config.json").write_text('{"mine": true}')
+    (out / "notes.txt").write_text("my notes")
+    evaluate_denoising(image_dir, out, **SMALL)
+    assert (out / "config.json").read_text() == '{"mine": true}' and (out / "notes.txt").read_text() == "my notes"
+    evaluate_denoising(image_dir, out, **{**SMALL, "force": True})
+    assert (out / "config.json").read_text() == '{"mine": true}' and (out / "notes.txt").read_text() == "my notes"
+    assert {p.name for p in out.iterdir() if not p.name.startswith(".")} == OURS | {"config.json", "notes.txt"}
+
+
+@pytest.mark.parametrize("name", ["results.csv", "table.md", "psnr.png", "results.partial.csv"])
+@pytest.mark.parametrize("force", [False, True])
+def test_foreign_files_with_our_names_are_refused_even_with_force(name, force, image_dir, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / name).write_text("the user's own file")
+    with pytest.raises(FileExistsError, match=rf"{name}' was not written by restore evaluate") as err:
+        evaluate_denoising(image_dir, out, **{**SMALL, "force": force})
+    assert "\n" not in str(err.value) and "another folder" in str(err.value)
+    assert (out / name).read_text() == "the user's own file"
+    assert {p.name for p in out.iterdir() if not p.name.startswith(".")} == {name}
+
+
+def test_force_removes_only_what_evaluate_wrote(image_dir, tmp_path):
+    out = tmp_path / "out"
+    evaluate_denoising(image_dir, out, **{**SMALL, "wavelets": ("haar", "db2")})
+    (out / "mine.csv").write_text("keep")
+    evaluate_denoising(image_dir, out, **{**SMALL, "lam_modes": ("auto",), "force": True})
+    assert (out / "mine.csv").read_text() == "keep"
+    assert "oracle" not in (out / "results.csv").read_text()
+
+
+def test_a_second_run_into_the_same_folder_refuses_at_once(image_dir, tmp_path):
+    from filelock import FileLock
+
+    from restore.evaluate import FolderInUse
+
+    out = tmp_path / "out"
+    out.mkdir()
+    with FileLock(out / ".restore-evaluate.lock"):
+        t0 = time.perf_counter()
+        with pytest.raises(FolderInUse, match="another restore evaluate is writing into"):
+            evaluate_denoising(image_dir, out, **SMALL)
+        assert time.perf_counter() - t0 < 2
+    assert not (out / "results.csv").exists()
+    evaluate_denoising(image_dir, out, **SMALL)  # the lock file left behind does not block (flock)
+
+
+def test_resume_drops_a_torn_line_and_counts_a_duplicated_row_once(image_dir, tmp_path):
+    out = tmp_path / "out"
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_three(done, total):
+        if done == 3:
+            raise Stop
+
+    with pytest.raises(Stop):
+        evaluate_denoising(image_dir, out, **{**SMALL, "progress": stop_after_three})
+    partial = out / "results.partial.csv"
+    lines = partial.read_text().splitlines(keepends=True)
+    header, rows = lines[0], lines[1:]
+    assert len(rows) == 3 * 5  # three units of five rows
+    # the first unit twice (a duplicated write), the third torn in its last row
+    partial.write_text(header + "".join(rows[:5]) + "".join(rows[:5]) + "".join(rows[5:14]) + rows[14][:17])
+    seen = []
+    got = evaluate_denoising(image_dir, out, **{**SMALL, "progress": lambda d, t: seen.append((d, t))})
+    assert seen[0] == (2, 4) and seen[-1] == (4, 4)  # two complete units reused, the torn one recomputed
+    clean = evaluate_denoising(image_dir, tmp_path / "clean", **SMALL)
+    key = lambda r: (r["image"], r["method"], r["lam_mode"], r["draw"])  # noqa: E731
+    assert sorted(key(r) for r in got) == sorted(key(r) for r in clean)  # every configuration once
+    assert {key(r): r["psnr"] for r in got} == {key(r): r["psnr"] for r in clean}
+    assert len(read_csv(out / "results.csv")) == len(clean)
+
+
+# ---------------------------------------------------------------------------
+# Killing the main process leaves no worker alive
+# ---------------------------------------------------------------------------
+
+
+def _children(pid):
+    out = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out |= {int(c) for c in (task / "children").read_text().split()}
+        except OSError:
+            pass
+    return out
+
+
+def _alive(pid):
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.fixture
+def slow_grid(tmp_path):
+    d = tmp_path / "imgs"
+    d.mkdir()
+    for i in range(4):
+        io.imsave(d / f"cam{i}.png", np.roll(data.camera(), 37 * i, axis=1)[::2, ::2], check_contrast=False)
+    return d
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_killing_the_main_process_leaves_no_worker(sig, slow_grid, tmp_path):
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "restore.cli", "evaluate", str(slow_grid), "--out", str(out), "--jobs", "2",
+           "--sigmas", "5", "10", "25", "50", "--draws", "3", "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        workers = set()
+        while time.time() < deadline and len(workers) < 2:
+            workers = _children(proc.pid)
+            time.sleep(0.2)
+        assert len(workers) >= 2, "the workers did not start"
+        time.sleep(1.0)  # they are busy with units now
+        if sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)  # Ctrl-C in a terminal reaches the whole process group
+        else:
+            os.kill(proc.pid, sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    deadline = time.time() + 5
+    while time.time() < deadline and any(_alive(w) for w in workers):
+        time.sleep(0.1)
+    assert not any(_alive(w) for w in workers), "a worker outlived the main process"
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130
+        assert len(err.strip().splitlines()) == 1 and "interrupted" in err and "Traceback" not in err, err
+    # whatever killed it, the same command resumes
+    assert subprocess.run([*cmd[:-1], "--sigmas", "5", "--draws", "1"], capture_output=True, text=True,
+                          timeout=300).returncode != 0  # another configuration: refused, not mixed

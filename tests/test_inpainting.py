@@ -68,10 +68,10 @@ def test_flat_image_stays_flat(rng):
 
 
 def test_shifted_grids_cover_the_image():
-    from restore.inpainting import _patch_positions
+    from restore.inpainting.patches import patch_positions
 
     for offset in ((0, 0), (3, 1), (7, 7)):
-        rows, cols = _patch_positions((50, 37), 8, 8, offset)
+        rows, cols = patch_positions((50, 37), 8, 8, offset)
         covered = np.zeros((50, 37), bool)
         for r in rows:
             for c in cols:
@@ -84,13 +84,13 @@ def test_shifted_grids_cover_the_image():
 def test_pass_grids_put_every_missing_pixel_in_a_patch_core(h, w, size, data):
     # patches whose missing pixels are all on their outer ring are left out; every missing pixel must
     # still be in the core of a chosen patch (or in a patch at the image's edge) at every pass
-    from restore import inpainting as ri
+    from restore.inpainting.patches import pass_grids
 
     stride = data.draw(st.integers(1, size), label="stride")
     density = data.draw(st.sampled_from([0.002, 0.02, 0.3]), label="density")
     missing = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed")).random((h, w)) < density
-    grids = ri._pass_grids(missing, size, stride, 3, np.random.default_rng(0))
-    m = min(ri._CORE_MARGIN, (size - stride) // 2)
+    grids = pass_grids(missing, size, stride, 3, np.random.default_rng(0), margin=1)
+    m = min(1, (size - stride) // 2)
     for rows, cols in grids:
         in_core = np.zeros((h, w), bool)
         for r, c in zip(rows, cols, strict=True):
@@ -102,24 +102,23 @@ def test_pass_grids_put_every_missing_pixel_in_a_patch_core(h, w, size, data):
 
 
 def test_pass_grids_skip_patches_touching_the_mask_on_their_rim_only():
-    from restore import inpainting as ri
+    from restore.inpainting.patches import pass_grids
 
     missing = np.zeros((64, 64), bool)
     missing[30:33, 10:50] = True  # a stroke 3 px thick
     # 8 x 8 patches touch it from corners (23..32, 3..49); with a margin of 1 their core does from (24..31, 4..48)
-    for rows, cols in ri._pass_grids(missing, 8, 4, 8, np.random.default_rng(0)):
+    for rows, cols in pass_grids(missing, 8, 4, 8, np.random.default_rng(0), margin=1):
         assert rows.min() >= 24 and rows.max() <= 31 and cols.min() >= 4 and cols.max() <= 48
-    assert ri._CORE_MARGIN == 1
 
 
 def test_interpolant_is_skimage_biharmonic(photo, strokes, rng):
     from skimage.restoration import inpaint_biharmonic
 
-    from restore.inpainting import _biharmonic_fill
+    from restore.inpainting.interpolation import biharmonic_fill
 
     for mask in (strokes, rng.random((128, 128)) < 0.7):
         ref = inpaint_biharmonic(photo, mask, channel_axis=-1)
-        ours = _biharmonic_fill(photo.astype(np.float64), mask)
+        ours = biharmonic_fill(photo.astype(np.float64), mask)
         np.testing.assert_array_equal(ours[~mask], photo[~mask])
         assert abs(masked_psnr(ours, photo, mask) - masked_psnr(ref, photo, mask)) < 0.3
         assert masked_psnr(ours, ref, mask) > 35  # the same interpolant, up to the CG tolerance
@@ -133,20 +132,22 @@ def _edges(n=64):
 
 
 def test_diffusion_sharpens_the_interpolant_at_edges(rng):
-    from restore.inpainting import _EED_SHARE, _biharmonic_fill, _sharpen
+    from restore.inpainting.diffusion import sharpen
+    from restore.inpainting.interpolation import biharmonic_fill
 
     img = _edges()
     mask = rng.random(img.shape[:2]) < 0.85
-    bih = _biharmonic_fill(img, mask)
-    sharp, diffused = _sharpen(bih.copy(), mask, n_threads=2)
+    bih = biharmonic_fill(img, mask)
+    share = 0.65
+    sharp, diffused = sharpen(bih.copy(), mask, n_threads=2, share=share)
     np.testing.assert_array_equal(sharp[~mask], img[~mask])
     assert masked_psnr(sharp, img, mask) > masked_psnr(bih, img, mask) + 0.7
     assert sharp.min() > bih.min() and sharp.max() < bih.max()  # stable: less overshoot than the interpolant
     # the start is the blend of the diffusion with the interpolant; the diffusion alone is sharper
-    np.testing.assert_allclose(sharp[mask], _EED_SHARE * diffused + (1 - _EED_SHARE) * bih[mask], atol=1e-12)
+    np.testing.assert_allclose(sharp[mask], share * diffused + (1 - share) * bih[mask], atol=1e-12)
     assert np.mean((diffused - img[mask]) ** 2) < np.mean((sharp[mask] - img[mask]) ** 2)
     # float32 in, float32 out, same numbers; one thread or two, same numbers
-    s32, d32 = _sharpen(bih.astype(np.float32), mask, n_threads=1)
+    s32, d32 = sharpen(bih.astype(np.float32), mask, n_threads=1, share=share)
     assert s32.dtype == d32.dtype == np.float32
     np.testing.assert_allclose(s32, sharp, atol=1e-5)
     np.testing.assert_allclose(d32, diffused, atol=1e-5)
@@ -170,8 +171,8 @@ def test_diffusion_tensor_smooths_along_edges_only():
     assert np.allclose(a[:, :8], 1.0) and np.allclose(c[:, :8], 1.0) and np.allclose(b[:, :8], 0.0)
 
 
-def test_edge_weights_fall_to_a_third_on_straight_edges(rng, monkeypatch):
-    from restore import inpainting as ri
+def test_edge_weights_fall_to_a_third_on_straight_edges(rng):
+    from restore.inpainting.diffusion import edge_weights
 
     lum = np.zeros((96, 80))
     lum[:, 40:] = 1.0  # a straight vertical edge
@@ -179,13 +180,12 @@ def test_edge_weights_fall_to_a_third_on_straight_edges(rng, monkeypatch):
     missing = np.zeros((96, 80), bool)
     missing[::3, ::2] = True
     keep = np.zeros((96, 80))
-    keep[missing] = ri._passes_weight(lum, missing)
+    keep[missing] = edge_weights(lum, missing)
     assert np.allclose(keep[missing & (np.abs(np.arange(80) - 39.5) < 3)], 1 / 3, atol=0.01)
     assert np.median(keep[:, 4:16][missing[:, 4:16]]) > 0.9
     assert np.all((keep[missing] >= 1 / 3 - 1e-9) & (keep[missing] <= 1.0))
     # in bands of rows (the memory bound of large images) as on the whole image
-    monkeypatch.setattr(ri, "_BAND_PX", 17 * 80)
-    np.testing.assert_allclose(ri._passes_weight(lum, missing), keep[missing], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(edge_weights(lum, missing, band_px=17 * 80), keep[missing], rtol=1e-12, atol=1e-12)
 
 
 def test_any_number_of_channels(photo, strokes):
@@ -303,7 +303,7 @@ def test_errors(photo, strokes):
         inpaint(photo, strokes, channel_axis=-1, dictionary=default_dictionary(), patch_size=6)
     with pytest.raises(ValueError, match="does not exist"):
         inpaint(photo, strokes, channel_axis=-1, dictionary="missing.npz")
-    with pytest.raises(ValueError, match="2-D"):
+    with pytest.raises(ValueError, match="exactly 2 dimensions .* pass channel_axis"):
         inpaint(photo, strokes)
     for lam in (-1.0, (0.05,), (0.05, np.nan), (0.05, 0.0)):
         with pytest.raises(ValueError, match="lam"):

@@ -25,7 +25,7 @@ def tree_sparse_data(rng, n=3000, m=36, branching=(4, 2)):
 
 def test_recovers_a_tree_dictionary(rng):
     X, D_true, _ = tree_sparse_data(rng)
-    est = TreeDictionaryLearning((4, 2), lam=0.3, n_epochs=5, batch_size=128, rng=0).fit(X)
+    est = TreeDictionaryLearning((4, 2), lam=0.3, n_epochs=5, batch_size=128, random_state=0).fit(X)
     assert est.components_.shape == D_true.shape and est.tree_.n_nodes == D_true.shape[0]
     cos = np.abs(est.components_ @ D_true.T)
     assert np.median(cos.max(axis=0)) > 0.8  # most true atoms are found (random atoms: about 0.35)
@@ -37,21 +37,21 @@ def test_recovers_a_tree_dictionary(rng):
 
 def test_flat_dictionary_with_l1(rng):
     X, _, _ = tree_sparse_data(rng, n=500)
-    est = TreeDictionaryLearning(penalty="l1", n_atoms=20, lam=0.05, rng=0).fit(X)
+    est = TreeDictionaryLearning(penalty="l1", n_atoms=20, lam=0.05, random_state=0).fit(X)
     assert est.components_.shape == (20, X.shape[1]) and est.tree_ is None
     assert est.transform(X[:3]).shape == (3, 20)
 
 
 def test_partial_fit_and_masks(rng):
     X, _, _ = tree_sparse_data(rng, n=600)
-    est = TreeDictionaryLearning((4, 2), lam=0.05, rng=1)
+    est = TreeDictionaryLearning((4, 2), lam=0.05, random_state=1)
     est.partial_fit(X[:200])
     assert est.n_iter_ == 1
     D1 = est.components_.copy()
     M = rng.random(X[200:400].shape) > 0.5
     est.partial_fit(X[200:400], mask=M)
     assert est.n_iter_ == 2 and not np.allclose(D1, est.components_)
-    full = TreeDictionaryLearning((4, 2), lam=0.05, rng=1).fit(X, mask=rng.random(X.shape) > 0.7)
+    full = TreeDictionaryLearning((4, 2), lam=0.05, random_state=1).fit(X, mask=rng.random(X.shape) > 0.7)
     assert np.all(np.isfinite(full.components_))
     with pytest.raises(ValueError, match="every entry as missing"):
         TreeDictionaryLearning((4, 2)).fit(X, mask=np.zeros(X.shape, bool))
@@ -60,7 +60,7 @@ def test_partial_fit_and_masks(rng):
 def test_params_protocol_and_repr():
     est = TreeDictionaryLearning((3, 2), lam=0.2)
     params = est.get_params()
-    assert params["branching"] == (3, 2) and params["lam"] == 0.2 and "rng" in params
+    assert params["branching"] == (3, 2) and params["lam"] == 0.2 and "random_state" in params
     clone = TreeDictionaryLearning(**params)
     assert clone.get_params() == params
     est.set_params(lam=0.3, penalty="tree_linf")
@@ -77,7 +77,7 @@ def test_params_protocol_and_repr():
 
 def test_save_load_roundtrip(rng, tmp_path):
     X, _, _ = tree_sparse_data(rng, n=300)
-    est = TreeDictionaryLearning((4, 2), penalty="tree_linf", lam=0.05, rng=0).fit(X)
+    est = TreeDictionaryLearning((4, 2), penalty="tree_linf", lam=0.05, random_state=0).fit(X)
     path = tmp_path / "dict.npz"
     est.save(path)
     loaded = TreeDictionaryLearning.load(path)
@@ -93,7 +93,7 @@ def test_save_load_roundtrip(rng, tmp_path):
 
 def test_cancel_between_batches_leaves_estimator_unchanged(rng):
     X, _, _ = tree_sparse_data(rng, n=1000)
-    est = TreeDictionaryLearning((4, 2), lam=0.05, batch_size=100, rng=0).fit(X[:200])
+    est = TreeDictionaryLearning((4, 2), lam=0.05, batch_size=100, random_state=0).fit(X[:200])
     before = est.components_.copy()
     seen = []
 
@@ -111,7 +111,7 @@ def test_cancel_between_batches_leaves_estimator_unchanged(rng):
 
 def test_codes_respect_the_tree(rng):
     X, _, tree = tree_sparse_data(rng, n=200)
-    est = TreeDictionaryLearning((4, 2), lam=0.1, rng=0).fit(X)
+    est = TreeDictionaryLearning((4, 2), lam=0.1, random_state=0).fit(X)
     codes = est.transform(X)
     # tree_l2 codes are fixed points of the prox step: a non-zero child implies a non-zero parent
     par = tree.parents
@@ -119,3 +119,86 @@ def test_codes_respect_the_tree(rng):
     for node in range(1, tree.n_nodes):
         assert np.all(~nz[:, node] | nz[:, par[node]])
     assert prox(codes[0], 0.0, penalty="tree_l2", tree=tree).shape == codes[0].shape
+
+
+# ---------------------------------------------------------------------------
+# scikit-learn's estimator contract
+# ---------------------------------------------------------------------------
+
+
+def test_passes_scikit_learns_check_estimator():
+    from sklearn.utils.estimator_checks import check_estimator
+
+    results = check_estimator(TreeDictionaryLearning((3, 2), n_epochs=2), on_fail=None, on_skip=None)
+    failed = [(r["check_name"], str(r["exception"])[:300]) for r in results if r["status"] == "failed"]
+    assert not failed, failed
+    assert not [r for r in results if r["status"] == "xfail"]  # no expected failure granted
+    skipped = {r["check_name"] for r in results if r["status"] == "skipped"}
+    assert skipped <= {"check_array_api_input"}, skipped  # needs SCIPY_ARRAY_API set before scipy is imported
+    assert sum(r["status"] == "passed" for r in results) >= 40
+
+
+def test_scikit_learn_api(rng):
+    from sklearn.base import clone
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, _, _ = tree_sparse_data(rng, n=300)
+    est = TreeDictionaryLearning((4, 2), lam=0.05, random_state=0)
+    codes = est.fit_transform(X)
+    assert codes.shape == (300, 13) and est.n_features_in_ == X.shape[1]
+    np.testing.assert_allclose(codes, clone(est).fit(X).transform(X))
+    assert list(est.get_feature_names_out())[:2] == ["treedictionarylearning0", "treedictionarylearning1"]
+    pipe = make_pipeline(StandardScaler(), TreeDictionaryLearning((2,), random_state=0)).fit(X)
+    assert pipe.transform(X).shape == (300, 3)
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame(X, columns=[f"f{i}" for i in range(36)])
+    frame = clone(est).set_output(transform="pandas").fit(df).transform(df)
+    assert isinstance(frame, pd.DataFrame) and frame.columns[0] == "treedictionarylearning0"
+    with pytest.raises(ValueError, match="0 feature"):
+        TreeDictionaryLearning((2,)).fit(np.zeros((5, 0)))
+    sparse = pytest.importorskip("scipy.sparse")
+    with pytest.raises(TypeError, match="[Ss]parse"):
+        TreeDictionaryLearning((2,)).fit(sparse.csr_matrix(X))
+
+
+def test_codes_do_not_depend_on_the_other_signals_of_the_batch(rng):
+    X, _, _ = tree_sparse_data(rng, n=400)
+    est = TreeDictionaryLearning((4, 2), lam=0.05, random_state=0).fit(X)
+    full = est.transform(X)
+    np.testing.assert_allclose(est.transform(X[::7]), full[::7], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(est.transform(X[::-1]), full[::-1], rtol=0, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# Saving never destroys
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["dict.npz", "dict", "dict.bin"])
+def test_save_writes_exactly_one_complete_file_at_the_path_load_reads(name, rng, tmp_path):
+    X, _, _ = tree_sparse_data(rng, n=200)
+    est = TreeDictionaryLearning((4, 2), lam=0.05, random_state=0).fit(X)
+    path = tmp_path / name
+    est.save(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+    assert path.stat().st_size > 1000
+    np.testing.assert_array_equal(TreeDictionaryLearning.load(path).components_, est.components_)
+
+
+def test_a_failed_save_keeps_the_existing_file(rng, tmp_path, monkeypatch):
+    X, _, _ = tree_sparse_data(rng, n=200)
+    est = TreeDictionaryLearning((4, 2), lam=0.05, random_state=0).fit(X)
+    path = tmp_path / "precious"
+    path.write_bytes(b"the user's own file")
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(np, "savez_compressed", broken)
+    with pytest.raises(OSError, match="disk full"):
+        est.save(path)
+    assert path.read_bytes() == b"the user's own file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["precious"]
+    with pytest.raises(ValueError, match="is a folder"):
+        est.save(tmp_path)

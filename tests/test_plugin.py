@@ -426,8 +426,8 @@ def test_job_errors_become_notifications_with_the_librarys_message(errors):
     job = _runner.Job(_denoise.denoise_task, [_source(np.zeros((32, 32), np.float32))], params)
     job.start()
     assert job.outcome == "errored"
-    assert errors == ["restore-tree: wavelet 'bior1.3' is not orthogonal: tree denoising needs an "
-                      "orthonormal transform (haar, dbN, symN, coifN)"]
+    assert errors == ["restore-tree: Invalid wavelet: 'bior1.3' is not orthogonal: tree denoising needs an "
+                      "orthonormal transform: haar, dbN (N = 1..38), symN (N = 2..20), coifN (N = 1..17)"]
 
 
 def test_error_message_shows_type_for_unexpected_errors():

@@ -249,7 +249,7 @@ def test_errors():
     for bad in (-1.0, np.nan, np.inf):
         with pytest.raises(ValueError, match="lam must be finite and >= 0"):
             prox(u, bad, penalty="l1")
-    with pytest.raises(TypeError, match="lam must be a real number"):
+    with pytest.raises(ValueError, match="lam must be finite and >= 0"):
         prox(u, "big", penalty="l1")
     with pytest.raises(ValueError, match=r"shape \(p,\) or \(p, n\), got 3 dimensions"):
         prox(np.zeros((3, 1, 1)), 1.0, penalty="l1")

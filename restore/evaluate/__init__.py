@@ -1,0 +1,18 @@
+"""Batch evaluations: denoising (Table 1), patch reconstruction (Table 2), inpainting against references.
+
+Each protocol splits its work into independent units run in local processes
+or on a Dask cluster (:mod:`restore.evaluate.runner`), resumable after an
+interruption, and writes a CSV file and Markdown tables
+(:mod:`restore.evaluate.report`).
+"""
+
+from __future__ import annotations
+
+from .denoising import EvaluationConfig, evaluate_denoising, load_grey_images
+from .inpainting import evaluate_inpainting
+from .patches import evaluate_patches
+from .report import markdown_table
+from .runner import IMAGE_SUFFIXES, FolderInUse
+
+__all__ = ["IMAGE_SUFFIXES", "EvaluationConfig", "FolderInUse", "evaluate_denoising", "evaluate_inpainting",
+           "evaluate_patches", "load_grey_images", "markdown_table"]

@@ -1,0 +1,351 @@
+"""The runner of every evaluation: independent units in local processes or on Dask, resumable, one run at a time.
+
+An evaluation writes into an output folder that may hold the user's own
+files, so it touches only its own: it records what it writes in a manifest
+(``restore-evaluate.json``, which also holds the configuration), refuses a
+folder holding files of its names that it did not write, and ``force``
+removes only what the manifest lists. A lock file (``.restore-evaluate.lock``,
+an OS-level lock released when the process dies, however it dies) keeps a
+second run out while one is writing.
+
+Each finished unit is appended to ``results.partial.csv`` (fsynced), so an
+interrupted run resumes where it stopped: a torn last line is dropped, rows
+are keyed by their configuration and a duplicated row counts once, and a
+unit is done when every row it writes is there.
+
+Local workers are spawned processes that die with the main process: they
+ignore Ctrl-C (the main process stops them), and each watches its parent
+and exits within ``_WATCH_SECONDS`` of its end, however it ended.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._config import default_num_threads
+from .._io import atomic_path, atomic_write_text
+
+__all__ = ["IMAGE_SUFFIXES", "FolderInUse", "OutputFolder", "Unit"]
+
+IMAGE_SUFFIXES = (".png", ".tif", ".tiff", ".jpg", ".jpeg", ".bmp")
+
+MANIFEST = "restore-evaluate.json"
+PARTIAL = "results.partial.csv"
+LOCK = ".restore-evaluate.lock"
+#: Names an evaluation may write; a file of one of these names that the manifest does not list is the user's.
+OUTPUT_NAMES = ("results.csv", "table.md", "psnr.png", PARTIAL, MANIFEST)
+_WRITTEN_BY = "restore evaluate"
+_WATCH_SECONDS = 0.5  # how often a worker checks that its parent is alive (it exits within this time)
+_DASK_TIMEOUT = "10s"  # waiting for a Dask scheduler before reporting it unreachable
+
+
+class FolderInUse(RuntimeError):
+    """Another evaluation is writing into the output folder."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """An independent piece of work: ``func(*args)`` returns rows (dicts); ``rows`` are their keys."""
+
+    key: tuple
+    func: Callable[..., list[dict]]
+    args: tuple
+    rows: frozenset
+
+
+# ---------------------------------------------------------------------------
+# The output folder
+# ---------------------------------------------------------------------------
+
+
+class OutputFolder:
+    """The output folder of one evaluation, as a context manager holding its lock.
+
+    Parameters
+    ----------
+    out : path
+        The folder; created if missing.
+    config : dict
+        What the run computes (JSON-serialisable); an interrupted run is
+        resumed only with the same configuration.
+    force : bool
+        Replace the results of a previous run (only the files it wrote).
+    input_dir : path
+        The input folder, which the output folder may not be or lie in.
+    """
+
+    def __init__(self, out: str | os.PathLike, config: Mapping[str, Any], *, force: bool,
+                 input_dir: str | os.PathLike) -> None:
+        self.out = Path(out)
+        self.config = json.loads(json.dumps(dict(config)))  # as it reads back from the manifest
+        self.force = bool(force)
+        self.input_dir = Path(input_dir)
+        self._lock: Any = None
+        self._files: list[str] = []
+
+    # -- set up --------------------------------------------------------------
+
+    def __enter__(self) -> OutputFolder:
+        from filelock import FileLock, Timeout
+
+        out = self.out
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"out_dir {str(out)!r} exists and is not a folder")
+        resolved, inputs = out.resolve(), self.input_dir.resolve()
+        if resolved == inputs or inputs in resolved.parents:
+            raise ValueError(f"out_dir {str(out)!r} must not be the image folder or inside it")
+        out.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(out / LOCK, timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise FolderInUse(f"another restore evaluate is writing into {str(out)!r}: wait for it to finish "
+                              "or choose another output folder") from None
+        self._lock = lock
+        try:
+            self._claim()
+        except BaseException:
+            self._release()
+            raise
+        return self
+
+    def _claim(self) -> None:
+        manifest = self._read_manifest()
+        owned = set(manifest.get("files", [])) if manifest else set()
+        for name in OUTPUT_NAMES:
+            if (self.out / name).exists() and name not in owned:
+                raise FileExistsError(f"{str(self.out / name)!r} was not written by restore evaluate: move it "
+                                      "away or choose another folder")
+        if manifest and self.force:
+            for name in owned:
+                if name in OUTPUT_NAMES and name != MANIFEST:
+                    (self.out / name).unlink(missing_ok=True)
+        elif manifest and manifest.get("finished"):
+            raise FileExistsError(f"{str(self.out)!r} already holds evaluation results: choose another folder "
+                                  "or pass force=True (--force) to replace them")
+        elif manifest and manifest.get("config") != self.config:
+            raise FileExistsError(f"{str(self.out)!r} holds an interrupted run with another configuration: "
+                                  "pass force=True (--force) to start again")
+        keep = owned if manifest and not self.force else set()
+        self._files = sorted(keep | {MANIFEST})
+        self._write_manifest(finished=False)
+
+    def _read_manifest(self) -> dict | None:
+        path = self.out / MANIFEST
+        if not path.exists():
+            return None
+        try:
+            manifest = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            manifest = None
+        if not isinstance(manifest, dict) or manifest.get("written_by") != _WRITTEN_BY:
+            raise FileExistsError(f"{str(path)!r} was not written by restore evaluate: move it away or choose "
+                                  "another folder")
+        return manifest
+
+    def _write_manifest(self, finished: bool) -> None:
+        atomic_write_text(self.out / MANIFEST, json.dumps(
+            {"written_by": _WRITTEN_BY, "finished": finished, "files": self._files, "config": self.config},
+            indent=2) + "\n")
+
+    def _own(self, name: str) -> Path:
+        """Record ``name`` as ours before it is written (a crash then leaves it ours)."""
+        if name not in self._files:
+            self._files = sorted({*self._files, name})
+            self._write_manifest(finished=False)
+        return self.out / name
+
+    def __exit__(self, *exc: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    # -- writing -------------------------------------------------------------
+
+    def write_text(self, name: str, text: str) -> None:
+        """Write one of our files atomically."""
+        atomic_write_text(self._own(name), text)
+
+    def atomic_path(self, name: str):
+        """A temporary path that replaces our file ``name`` when the ``with`` block succeeds."""
+        return atomic_path(self._own(name))
+
+    def finish(self) -> None:
+        """Mark the run complete and remove the partial results."""
+        (self.out / PARTIAL).unlink(missing_ok=True)
+        self._files = [f for f in self._files if f != PARTIAL]
+        self._write_manifest(finished=True)
+
+    # -- running -------------------------------------------------------------
+
+    def run(self, units: Sequence[Unit], row_key: Callable[[dict], tuple], columns: Sequence[str],
+            types: Mapping[str, type], progress: bool | Callable[[int, int], None], n_jobs: int | None,
+            scheduler: str | None) -> list[dict]:
+        """Run the units not finished before; return the rows of every unit, each once.
+
+        ``row_key(row)`` is the configuration of a row; ``types`` converts
+        the CSV's text of the typed columns back.
+        """
+        path = self._own(PARTIAL)
+        found = _read_partial(path, columns, types, row_key)
+        done = [u for u in units if u.rows <= found.keys()]
+        todo = [u for u in units if not u.rows <= found.keys()]
+        rows = [found[k] for u in done for k in sorted(u.rows)]
+        report = _Progress(progress, len(units), len(done))
+        try:
+            with open(path, "a", newline="") as fh:
+                writer = csv.DictWriter(fh, fieldnames=list(columns), lineterminator="\n")
+                if fh.tell() == 0:
+                    writer.writeheader()
+                for unit_rows in _execute([(u.func, u.args) for u in todo], n_jobs, scheduler):
+                    writer.writerows(unit_rows)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                    rows.extend(unit_rows)
+                    report()
+        finally:
+            report.close()
+        return rows
+
+
+def _read_partial(path: Path, columns: Sequence[str], types: Mapping[str, type],
+                  row_key: Callable[[dict], tuple]) -> dict[tuple, dict]:
+    """Rows of the partial results by configuration (the last of duplicates); a torn last line is cut off."""
+    if not path.exists():
+        return {}
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end < len(data):  # killed while writing: drop the incomplete line, so appends start on a fresh line
+        os.truncate(path, end)
+    found: dict[tuple, dict] = {}
+    reader = csv.DictReader(io.StringIO(data[:end].decode("utf-8", errors="replace")))
+    if reader.fieldnames is None or list(reader.fieldnames) != list(columns):
+        os.truncate(path, 0)  # no usable header: start the file again
+        return {}
+    for raw in reader:
+        if None in raw or any(v is None for v in raw.values()):
+            continue
+        try:
+            row = {k: types[k](v) if k in types else v for k, v in raw.items()}
+        except ValueError:
+            continue
+        found[row_key(row)] = row
+    return found
+
+
+# ---------------------------------------------------------------------------
+# Execution: inline, local processes or Dask
+# ---------------------------------------------------------------------------
+
+
+def _worker_init() -> None:
+    """Each process runs one unit at a time on one core, ignores Ctrl-C and dies with its parent."""
+    from threadpoolctl import threadpool_limits
+
+    os.environ["RESTORE_NUM_THREADS"] = "1"
+    threadpool_limits(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C and stops the pool
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(_WATCH_SECONDS)
+            if os.getppid() != parent:  # the parent is gone (re-parented to init or a subreaper)
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="restore-watch-parent").start()
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _call(task: tuple[Callable[..., list[dict]], tuple]) -> list[dict]:
+    func, args = task
+    return func(*args)
+
+
+def _execute(tasks: list[tuple], n_jobs: int | None, scheduler: str | None) -> Iterator[list[dict]]:
+    """Run ``(function, args)`` tasks on Dask, in local processes or inline; yield results as they finish."""
+    if not tasks:
+        return
+    if scheduler is not None:
+        yield from _execute_dask(tasks, scheduler)
+        return
+    n_jobs = default_num_threads() if n_jobs is None else n_jobs
+    if n_jobs == 1:
+        for f, a in tasks:
+            yield f(*a)
+        return
+    # workers start with Ctrl-C ignored (an ignored signal stays ignored in a new process), so that one
+    # arriving while they import prints no traceback; the main process handles it and stops them
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
+    try:
+        pool = multiprocessing.get_context("spawn").Pool(min(n_jobs, len(tasks)), initializer=_worker_init)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    try:
+        yield from pool.imap_unordered(_call, tasks)
+    except BaseException:
+        pool.terminate()  # Ctrl-C or an error: stop the workers now, not after their units
+        raise
+    else:
+        pool.close()
+    finally:
+        pool.join()
+
+
+def _execute_dask(tasks: list[tuple], scheduler: str) -> Iterable[list[dict]]:
+    from dask.distributed import Client
+    from dask.distributed import as_completed as dask_completed
+
+    try:
+        client = Client(scheduler, timeout=_DASK_TIMEOUT)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ConnectionError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
+    with client:
+        futures = [client.submit(f, *a, pure=False) for f, a in tasks]
+        for fut in dask_completed(futures):
+            yield fut.result()
+
+
+class _Progress:
+    """A tqdm bar or a ``progress(done, total)`` callback over the units."""
+
+    def __init__(self, progress: bool | Callable[[int, int], None], total: int, initial: int) -> None:
+        self.callback = progress if callable(progress) else None
+        self.bar = None
+        self.done = initial
+        self.total = total
+        if progress is True:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, initial=initial, unit="unit", desc="evaluate")
+        elif self.callback:
+            self.callback(self.done, self.total)
+
+    def __call__(self) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(1)
+        if self.callback:
+            self.callback(self.done, self.total)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

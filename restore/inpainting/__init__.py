@@ -1,0 +1,253 @@
+"""Inpainting with a learned tree-structured dictionary of patches.
+
+The recipe (:func:`inpaint`), one module per stage: the smooth interpolant
+(:mod:`.interpolation`), the edge-enhancing diffusion (:mod:`.diffusion`),
+the passes of patch coding (:mod:`.patches`) and the dictionary
+(:mod:`.dictionary`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .._config import default_num_threads
+from .._progress import ProgressCallback, Steps
+from .._validation import check_callable, check_image, check_int, check_mask, check_number, restore_dtype
+from ..learning import TreeDictionaryLearning
+from .dictionary import _LEARN_BATCH, PATCH_SIZE, default_dictionary, learn_dictionary, resolve_dictionary, should_adapt
+from .diffusion import edge_weights, fed_cycle, sharpen
+from .interpolation import bands, biharmonic_fill
+from .patches import Coder, luminance, pass_grids, refine_luminance
+
+__all__ = ["PASS_STRIDE", "default_dictionary", "inpaint", "learn_dictionary"]
+
+log = logging.getLogger("restore.inpainting")
+
+# lam of the passes, geometric from the first to the last: detail builds up as lam falls; lower, the passes
+# start to copy their own errors under heavy pixel loss
+_DEFAULT_LAM = (0.02, 0.005)
+#: Step of each pass's patch grid, in pixels: a pass codes 1/stride**2 of the patches touching the mask.
+PASS_STRIDE = 4
+_PASS_BATCH = 8192  # patches per batch of a pass, one batch per thread: progress and Cancel every fraction of a second
+
+
+def inpaint(
+    image: ArrayLike,
+    mask: ArrayLike,
+    *,
+    dictionary: TreeDictionaryLearning | str | os.PathLike | None = None,
+    patch_size: int = PATCH_SIZE,
+    stride: int = PASS_STRIDE,
+    n_passes: int = 18,
+    lam: float | tuple[float, float] | None = None,
+    channel_axis: int | None = None,
+    n_train: int = 20000,
+    batch_size: int = _PASS_BATCH,
+    max_iter: int = 25,
+    rng: int | np.random.Generator | None = None,
+    progress: ProgressCallback | None = None,
+) -> NDArray[np.floating]:
+    """Fill the masked pixels of an image from a dictionary of patches.
+
+    The missing pixels start from the biharmonic interpolant of the known
+    ones (as :func:`skimage.restoration.inpaint_biharmonic`), sharpened
+    at edges by edge-enhancing diffusion (Weickert's; blended with the
+    interpolant, which keeps textures better). Then
+    ``n_passes`` passes refine the luminance: each takes the patches of a
+    randomly shifted grid of step ``stride`` that touch the mask,
+    sparse-codes them over a tree-structured dictionary and puts the
+    average of their reconstructions (Gaussian weights, larger at the patch
+    centre, times the inverse of each reconstruction's error on its known
+    pixels) into the missing pixels. lam decreases from pass to pass, so
+    that detail builds up on the start. Colour differences, smooth, keep
+    the start's. On straight edges, where the diffusion is better, the
+    result is a blend of the passes' result (down to a third, by the
+    coherence of the start's structure tensor) and the diffusion alone.
+    Known pixels are returned bit for bit; holes wider than a patch are
+    filled by the interpolant and refined by the patches inside them.
+
+    Parameters
+    ----------
+    image : ndarray, shape (M, N) or (M, N, C) with ``channel_axis``
+        The image; float32 stays float32, float16 is computed in float32
+        and returned as float16, integers are converted to float in [0, 1]
+        (float64). Missing pixels may hold anything, NaN included. The
+        result does not depend on the image's units: ``inpaint(c * x)`` is
+        ``c * inpaint(x)``.
+    mask : array_like of bool, shape (M, N)
+        True where pixels are missing (as in
+        :func:`skimage.restoration.inpaint_biharmonic`).
+    dictionary : TreeDictionaryLearning or path, optional
+        A fitted dictionary of centred, unit-norm luminance patches of
+        ``patch_size**2`` features (see :func:`learn_dictionary`), or a
+        file saved by its ``save``.
+        Default: the dictionary shipped with the package, adapted to the
+        image (learned from its complete patches, warm started from the
+        shipped one) when it has enough of them (text, scratches; not with
+        random pixel loss).
+    patch_size : int, default 8
+        Side of the square patches.
+    stride : int, default 4
+        Step of each pass's patch grid, in [1, patch_size]. A pass codes
+        about 1/stride**2 of the patches touching the mask.
+    n_passes : int, default 18
+        Passes of patch coding. The time of the coding grows as
+        ``n_passes / stride**2``: the defaults cost 1.1 times one pass at
+        stride 1.
+    lam : float or (float, float), optional
+        Regularisation of the codes of the centred patches, each scaled to
+        unit norm: one value for every pass, or the first and the last of
+        a geometric sequence (default (0.02, 0.005)).
+    channel_axis : int, optional
+        Axis of colour channels (any number of them).
+    n_train : int
+        Patches used to learn a dictionary from the image.
+    batch_size : int, default 8192
+        Patches coded together by one thread.
+    max_iter : int, default 25
+        FISTA iterations per batch.
+    rng : int or Generator, optional
+        Randomness of the training-patch sample and of the grid shifts
+        (default 0).
+    progress : callable, optional
+        ``progress(done, total)`` after each step of every stage: the
+        mini-batches of the dictionary's adaptation, the bands and
+        conjugate-gradient iterations of the interpolation, the cycles of
+        the diffusion and the batches of patches. It may raise
+        :class:`restore.Cancelled` to stop (nothing is returned then).
+
+    Returns
+    -------
+    ndarray
+        The inpainted image, same shape and float dtype as ``image``.
+
+    Raises
+    ------
+    ValueError
+        Mask of the wrong shape, mask with every pixel missing, NaN or inf
+        in the image, patch larger than the image, dictionary of the wrong
+        patch size, invalid ``stride``, ``n_passes`` or ``lam``.
+    """
+    job = _Job.check(image, mask, dictionary=dictionary, patch_size=patch_size, stride=stride, n_passes=n_passes,
+                     lam=lam, channel_axis=channel_axis, n_train=n_train, batch_size=batch_size, max_iter=max_iter,
+                     progress=progress)
+    M = job.missing
+    if not M.any():
+        return job.result(None)
+    work = np.where(M[..., None], 0, job.image) / job.unit  # known values of magnitude 1 to 2; missing ones unread
+    gen = np.random.default_rng(0 if rng is None else rng)
+    grids = pass_grids(M, job.patch_size, job.stride, len(job.lams), gen)
+    adapt, n_complete = should_adapt(M, job.patch_size) if dictionary is None else (False, 0)
+    if job.dictionary is None and not adapt:
+        raise ValueError(f"no dictionary for {job.patch_size}x{job.patch_size} patches ships with the package "
+                         "and the image has too few complete patches to learn one: pass dictionary=")
+    # one progress count over the stages, each step of each under about a second on 16 MP
+    n_learn = -(-min(job.n_train, n_complete) // _LEARN_BATCH) if adapt else 0
+    n_bands = len(bands(*M.shape))
+    n_cycles = len(fed_cycle()[1])
+    n_batches = sum(-(-len(r) // job.batch_size) for r, _ in grids)
+    steps = Steps(progress, n_learn + n_bands * (work.shape[2] + 1) + n_cycles + n_batches, start=True)
+
+    # 1. the dictionary, adapted to the image when it has enough complete patches (text, scratches)
+    t0 = time.perf_counter()
+    est = job.dictionary
+    if adapt:
+        est = learn_dictionary(work, masks=M, patch_size=job.patch_size, n_patches=job.n_train, init=est, rng=gen,
+                               channel_axis=-1, progress=steps.callback(n_learn),
+                               **({} if est is None else {"lam": est.lam}))
+        steps.done = n_learn
+    log.info("dictionary ready in %.2f s", time.perf_counter() - t0)
+    # 2. the start: the biharmonic interpolant, 3. sharpened at edges by the diffusion
+    t0 = time.perf_counter()
+    start = biharmonic_fill(work, M, steps)
+    start, diffused = sharpen(start, M, default_num_threads(), steps.callback(n_cycles))
+    t_start = time.perf_counter() - t0
+    # 4. where the result leans on the diffusion alone (straight edges)
+    lum = luminance(start)  # the dictionary codes the luminance; colour differences, smooth, keep the start's
+    weight = edge_weights(lum, M, steps)
+    # 5. the passes of patch coding refine the luminance of the missing pixels
+    t0 = time.perf_counter()
+    refined = refine_luminance(lum.copy(), M, patch_size=job.patch_size, grids=grids, lams=job.lams,
+                               batch_size=job.batch_size, coder=Coder.of(est, job.max_iter),
+                               progress=steps.callback(n_batches))
+    log.info("interpolated in %.2f s, coded and averaged patches in %.2f s", t_start, time.perf_counter() - t0)
+    # 6. weight * (start + the passes' change) + (1 - weight) * the diffusion
+    values = start[M]
+    change = (weight * (refined[M] - lum[M]) / np.sqrt(work.shape[2]))[:, None] \
+        + (1.0 - weight)[:, None] * (diffused - values)
+    return job.result(values + change.astype(values.dtype))
+
+
+@dataclass(frozen=True)
+class _Job:
+    """The validated arguments of :func:`inpaint`, and how its result goes back to the input's layout and units."""
+
+    input: np.ndarray
+    image: np.ndarray  # channels last, float
+    axis: int | None
+    missing: np.ndarray
+    unit: np.floating  # a power of two: the known pixels' magnitude
+    dictionary: TreeDictionaryLearning | None
+    patch_size: int
+    stride: int
+    lams: np.ndarray
+    n_train: int
+    batch_size: int
+    max_iter: int
+
+    @classmethod
+    def check(cls, image: ArrayLike, mask: ArrayLike, *, dictionary, patch_size, stride, n_passes, lam, channel_axis,
+              n_train, batch_size, max_iter, progress) -> _Job:
+        """Validate everything, before any work."""
+        image = np.asarray(image)
+        img, axis = check_image(image, channel_axis=channel_axis, exact=True, finite=False)
+        img = img[..., None] if axis is None else np.moveaxis(img, axis, -1)
+        H, W, _ = img.shape
+        M = check_mask(mask, (H, W))
+        patch_size = check_int("patch_size", patch_size, min=2)
+        if patch_size > min(H, W):
+            raise ValueError(f"patch_size {patch_size} is larger than the image ({H}x{W})")
+        stride = check_int("stride", stride, min=1, max=patch_size)
+        lams = _lam_schedule(lam, check_int("n_passes", n_passes))
+        check_callable("progress", progress)
+        est = resolve_dictionary(dictionary, patch_size)
+        if M.all():
+            raise ValueError("mask marks every pixel as missing: nothing to inpaint from")
+        if not np.isfinite(img[~M]).all():
+            raise ValueError("image contains NaN or infinite values at known pixels")
+        # work in units where the known pixels reach magnitude 1 to 2: a power of two, so that the result does
+        # not depend on the image's units and no intermediate overflows or underflows
+        peak = float(np.max(np.abs(img[~M]))) if (~M).any() else 0.0
+        unit = img.dtype.type(2.0 ** np.ceil(np.log2(peak)) if peak > 0 else 1.0)
+        return cls(image, img, axis, M, unit, est, patch_size, stride, lams, check_int("n_train", n_train, min=0),
+                   check_int("batch_size", batch_size), check_int("max_iter", max_iter))
+
+    def result(self, values: np.ndarray | None) -> np.ndarray:
+        """The image in the input's layout and result dtype, the missing pixels set to ``values`` (work units)."""
+        img, M, axis = self.image, self.missing, self.axis
+        out = np.array(img[..., 0] if axis is None else np.moveaxis(img, -1, axis), dtype=img.dtype, copy=True)
+        if values is not None:
+            if axis is None:
+                out[M] = values[:, 0] * self.unit
+            else:
+                np.moveaxis(out, axis, -1)[M] = values * self.unit
+        out = restore_dtype(out, self.input.dtype)
+        if self.input.dtype.kind == "f":  # known pixels bit for bit: from the input itself
+            known = ~M if axis is None else np.expand_dims(~M, axis)
+            np.copyto(out, self.input, where=np.broadcast_to(known, self.input.shape))
+        return out
+
+
+def _lam_schedule(lam: float | tuple[float, float] | None, n_passes: int) -> np.ndarray:
+    """The lam of each pass: geometric from ``lam[0]`` to ``lam[1]``, or constant."""
+    pair = _DEFAULT_LAM if lam is None else (lam, lam) if np.ndim(lam) == 0 else tuple(np.ravel(lam))
+    if len(pair) != 2:
+        raise ValueError(f"lam must be a number > 0 or a pair (first, last) of them, got {lam!r}")
+    first, last = (check_number("lam", v, strict=True) for v in pair)
+    return np.geomspace(first, last, n_passes)

@@ -1,0 +1,157 @@
+"""Dictionaries of image patches: the one shipped with the package, and learning one from images."""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .._config import DEFAULT_BRANCHING, DEFAULT_CODE_LAM
+from .._progress import ProgressCallback
+from .._validation import check_image, check_int, check_mask
+from ..learning import TreeDictionaryLearning
+from .patches import complete_patches, luminance, window_sums
+
+__all__ = ["PATCH_SIZE", "default_dictionary", "learn_dictionary", "resolve_dictionary", "should_adapt"]
+
+#: Side of the patches of the shipped dictionary, and the default of every patch size.
+PATCH_SIZE = 8
+_DEFAULT_DICT = "dict_grey_8x8.npz"
+# complete patches an image needs before inpaint adapts the dictionary to it: with fewer (random pixel loss)
+# the generic dictionary does better than learning from the few
+_MIN_COMPLETE = 2000
+_LEARN_BATCH = 256  # patches per mini-batch of learn_dictionary
+_LEARN_CODE_ITER = 50  # FISTA iterations per mini-batch of learn_dictionary
+_MIN_PATCHES = 10  # fewer usable patches than this cannot train a dictionary
+
+
+def default_dictionary() -> TreeDictionaryLearning | None:
+    """The generic tree dictionary of 8x8 luminance patches shipped with the package.
+
+    Learned on ``sample_images/`` (``benchmarks/train_default_dictionary.py``),
+    centred and unit-norm patches, tree (10, 3, 3) of 131 atoms. None if the
+    data file is missing from the installation.
+    """
+    ref = resources.files("restore") / "data" / _DEFAULT_DICT
+    if not ref.is_file():
+        return None
+    with resources.as_file(ref) as path:
+        return TreeDictionaryLearning.load(path)
+
+
+def learn_dictionary(
+    images: ArrayLike | list[ArrayLike],
+    *,
+    masks: ArrayLike | list[ArrayLike] | None = None,
+    patch_size: int = PATCH_SIZE,
+    branching: tuple[int, ...] = DEFAULT_BRANCHING,
+    penalty: str = "tree_l2",
+    n_atoms: int | None = None,
+    lam: float = DEFAULT_CODE_LAM,
+    n_patches: int = 50000,
+    n_epochs: int = 1,
+    channel_axis: int | None = None,
+    init: TreeDictionaryLearning | None = None,
+    rng: int | np.random.Generator | None = None,
+    progress: ProgressCallback | None = None,
+) -> TreeDictionaryLearning:
+    """Learn a dictionary of image patches, as :func:`restore.inpaint` uses them.
+
+    Draws random complete patches (no pixel under ``masks``) from the
+    luminance of the images (the sum of their channels over sqrt(C)),
+    centres them (plane fit) and scales them to unit norm, skipping
+    near-flat ones, and fits a :class:`TreeDictionaryLearning`.
+
+    Parameters
+    ----------
+    images : ndarray or list of ndarray
+        Images of shape (M, N), or (M, N, C) with ``channel_axis`` (any
+        number of channels: the patches are taken from the luminance).
+    masks : ndarray or list of ndarray, optional
+        True where pixels must not be used (one per image).
+    patch_size : int
+        Side of the square patches.
+    branching : tuple of int, default (10, 3, 3)
+        Tree of the atoms, as in :class:`TreeDictionaryLearning` (131 atoms,
+        as the shipped dictionary; see :func:`restore.inpaint`).
+    penalty, n_atoms, lam, n_epochs
+        As in :class:`TreeDictionaryLearning`.
+    n_patches : int
+        Training patches in all, spread evenly over the images.
+    channel_axis : int, optional
+        Axis of the colour channels.
+    init : TreeDictionaryLearning, optional
+        Warm start (its atoms initialise the new dictionary; its tree and
+        penalty are kept).
+    rng : int or Generator, optional
+        Randomness of the patch sample and of the learning.
+    progress : callable, optional
+        ``progress(done, total)`` after each mini-batch; may raise
+        :class:`restore.Cancelled`.
+
+    Returns
+    -------
+    TreeDictionaryLearning
+        The fitted dictionary.
+    """
+    imgs = list(images) if isinstance(images, (list, tuple)) else [images]
+    msks = list(masks) if isinstance(masks, (list, tuple)) else [masks] * len(imgs)
+    if not imgs:
+        raise ValueError("images is empty: give at least one image")
+    if len(msks) != len(imgs):
+        raise ValueError(f"give one mask per image: {len(imgs)} images, {len(msks)} masks")
+    patch_size = check_int("patch_size", patch_size, min=2)
+    n_patches = check_int("n_patches", n_patches)
+    if init is not None:
+        if not isinstance(init, TreeDictionaryLearning) or not hasattr(init, "components_"):
+            raise ValueError(f"init must be a fitted TreeDictionaryLearning, got {init!r}")
+        branching, penalty, n_atoms = init.branching, init.penalty, init.n_atoms
+    est = TreeDictionaryLearning(tuple(branching), penalty=penalty, n_atoms=n_atoms, lam=lam, batch_size=_LEARN_BATCH,
+                                 n_epochs=n_epochs, max_code_iter=_LEARN_CODE_ITER,
+                                 dict_init=None if init is None else init.components_, progress=progress)
+    est._check_params()  # noqa: SLF001 - fail before reading the images
+    checked = []
+    for i, (im, mk) in enumerate(zip(imgs, msks, strict=True)):
+        name = "image" if len(imgs) == 1 else f"images[{i}]"
+        img, axis = check_image(im, name=name, channel_axis=channel_axis, exact=True)
+        img = img[..., None] if axis is None else np.moveaxis(img, axis, -1)
+        if patch_size > min(img.shape[:2]):
+            raise ValueError(f"patch_size {patch_size} is larger than {name} ({img.shape[0]}x{img.shape[1]})")
+        known = np.ones(img.shape[:2], bool) if mk is None else ~check_mask(mk, img.shape[:2], name="mask")
+        checked.append((img, known))
+    gen = np.random.default_rng(0 if rng is None else rng)
+    per = -(-n_patches // len(imgs))
+    Z = np.concatenate([complete_patches(luminance(img), known, patch_size, per, gen) for img, known in checked])
+    if len(Z) < _MIN_PATCHES:
+        raise ValueError(f"only {len(Z)} usable patches (complete, not flat): give larger or less masked images")
+    return est.set_params(random_state=gen).fit(Z)
+
+
+def resolve_dictionary(dictionary: TreeDictionaryLearning | str | os.PathLike | None,
+                       patch_size: int) -> TreeDictionaryLearning | None:
+    """A fitted dictionary for patches of this size: the one given (or loaded from a file), else the shipped one.
+
+    None when none is given and none ships for ``patch_size``.
+    """
+    m = patch_size * patch_size
+    if dictionary is None:
+        return default_dictionary() if patch_size == PATCH_SIZE else None
+    if isinstance(dictionary, (str, os.PathLike)):
+        if not Path(dictionary).is_file():
+            raise ValueError(f"dictionary file {str(dictionary)!r} does not exist")
+        dictionary = TreeDictionaryLearning.load(dictionary)
+    if not isinstance(dictionary, TreeDictionaryLearning) or not hasattr(dictionary, "components_"):
+        raise ValueError("dictionary must be a fitted TreeDictionaryLearning or the path of a saved one")
+    if dictionary.components_.shape[1] != m:
+        raise ValueError(f"dictionary atoms have {dictionary.components_.shape[1]} features, but "
+                         f"{patch_size}x{patch_size} luminance patches have {m}")
+    return dictionary
+
+
+def should_adapt(missing: np.ndarray, patch_size: int) -> tuple[bool, int]:
+    """Whether an image with these missing pixels has enough complete patches to adapt a dictionary to; how many."""
+    n_complete = int(np.count_nonzero(window_sums(missing, patch_size) == 0))
+    return n_complete >= _MIN_COMPLETE, n_complete

@@ -1,0 +1,125 @@
+"""The smooth interpolant that starts inpainting: biharmonic, as scikit-image's, in bands of bounded memory."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._progress import Steps
+
+__all__ = ["bands", "biharmonic_fill"]
+
+# relative residual of the conjugate gradients: the patches refine what is left, so a tight solve buys nothing
+_CG_TOL = 1e-3
+_CG_ITER_PER_SIDE = 10  # iteration cap of the conjugate gradients, per sqrt(unknowns) (plus _CG_ITER_MIN)
+_CG_ITER_MIN = 100
+_BAND_PX = 4_000_000  # pixels per band of rows: bounds the memory of the interpolation and of the edge weights
+_BAND_MARGIN = 32  # rows of context above and below each band (px): the interpolant hardly sees farther
+# The start of the conjugate gradients: a Gaussian-weighted average of the known pixels, of the narrowest of these
+# widths (sd, px) whose window holds at least _START_DENSITY of known weight, so that wide holes get a local value.
+_START_WIDTHS = (2.0, 8.0, 32.0)
+_START_DENSITY = 0.05
+_START_TRUNCATE = 3.0  # support of those Gaussians, in sd
+
+
+def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = None) -> np.ndarray:
+    """The image (channels last) with its missing pixels set to the biharmonic interpolant of the known ones.
+
+    The interpolant of :func:`skimage.restoration.inpaint_biharmonic` (up
+    to the tolerance of the solve, ``_CG_TOL``), computed by conjugate
+    gradients on the normal equations of the discrete Laplacian restricted
+    to the missing pixels, in bands of rows with a margin of context, which
+    bound the memory (about 200 bytes per missing pixel of a band).
+    ``steps()`` after each channel of each band; the conjugate gradients
+    report their iterations through ``steps.tick`` (for Cancel).
+    """
+    H, W, n_ch = img.shape
+    out = img.copy()
+    for r0, r1, a, b in bands(H, W):
+        m = missing[r0:r1]
+        if m.any():
+            out[r0:r1][m] = _biharmonic_band(img[a:b], missing[a:b], steps)[r0 - a:r1 - a][m]
+        elif steps is not None:
+            steps(n_ch)
+    return out
+
+
+def bands(H: int, W: int, band_px: int = _BAND_PX) -> list[tuple[int, int, int, int]]:
+    """Bands of rows ``r0:r1`` of about ``band_px`` pixels, with their context ``a:b`` (``_BAND_MARGIN`` rows more)."""
+    band = max(1, band_px // W)
+    return [(r0, min(H, r0 + band), max(0, r0 - _BAND_MARGIN), min(H, r0 + band + _BAND_MARGIN))
+            for r0 in range(0, H, band)]
+
+
+def _normalized_convolution(img: np.ndarray, missing: np.ndarray) -> np.ndarray:
+    """Gaussian-weighted average of the known pixels around each missing one (the start of the CG iterations).
+
+    The narrowest of the widths ``_START_WIDTHS`` whose window holds known
+    pixels, so that the centres of wide holes get a local average too.
+    """
+    from scipy.ndimage import gaussian_filter
+
+    known = (~missing).astype(np.float64)
+    out = np.empty(img.shape)
+    todo = missing.copy()
+    for sigma in _START_WIDTHS:
+        den = gaussian_filter(known, sigma, mode="nearest", truncate=_START_TRUNCATE)
+        ok = todo & (den > _START_DENSITY)
+        for ch in range(img.shape[2]):
+            num = gaussian_filter(np.where(missing, 0.0, img[..., ch]), sigma, mode="nearest",
+                                  truncate=_START_TRUNCATE)
+            out[ok, ch] = num[ok] / den[ok]
+        todo &= ~ok
+        if not todo.any():
+            return out
+    out[todo] = img[~missing].mean(axis=0) if known.any() else 0.0
+    return out
+
+
+def _biharmonic_band(img: np.ndarray, missing: np.ndarray, steps: Steps | None = None) -> np.ndarray:
+    """Biharmonic interpolation of one band (see :func:`biharmonic_fill`); float64 result."""
+    from scipy import sparse
+    from scipy.sparse.linalg import cg
+
+    h, w, n_ch = img.shape
+    flat = img.reshape(h * w, n_ch).astype(np.float64)
+    unknown = np.flatnonzero(missing)
+    col = np.full(h * w, -1, dtype=np.int64)
+    col[unknown] = np.arange(len(unknown))
+    # rows of the Laplacian: the pixels whose 5-point stencil touches a missing pixel (free boundary)
+    mp = np.pad(missing, 1)
+    near = mp[1:-1, 1:-1] | mp[:-2, 1:-1] | mp[2:, 1:-1] | mp[1:-1, :-2] | mp[1:-1, 2:]
+    r, c = np.nonzero(near)
+    k = np.arange(len(r))
+    deg = np.zeros(len(r))
+    known_part = np.zeros((len(r), n_ch))  # the Laplacian of the known pixels at each row
+    ri, ci, vals = [], [], []
+    for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+        rr, cc = r + dr, c + dc
+        ok = (rr >= 0) & (rr < h) & (cc >= 0) & (cc < w)
+        deg += ok
+        j = rr[ok] * w + cc[ok]
+        u, kk = col[j], k[ok]
+        ri.append(kk[u >= 0])
+        ci.append(u[u >= 0])
+        vals.append(np.full(np.count_nonzero(u >= 0), -1.0))
+        known_part[kk[u < 0]] -= flat[j[u < 0]]
+    j = r * w + c
+    u = col[j]
+    ri.append(k[u >= 0])
+    ci.append(u[u >= 0])
+    vals.append(deg[u >= 0])
+    known_part[u < 0] += deg[u < 0, None] * flat[j[u < 0]]
+    L = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(ri), np.concatenate(ci))),
+                          shape=(len(r), len(unknown)))
+    A = (L.T @ L).tocsr()
+    rhs = -(L.T @ known_part)
+    jacobi = sparse.diags(1.0 / A.diagonal())
+    start = _normalized_convolution(img, missing).reshape(h * w, n_ch)[unknown]
+    for ch in range(n_ch):
+        x, _ = cg(A, rhs[:, ch], x0=start[:, ch], rtol=_CG_TOL, M=jacobi,
+                  maxiter=_CG_ITER_PER_SIDE * int(np.sqrt(len(unknown))) + _CG_ITER_MIN,
+                  callback=None if steps is None else (lambda _x: steps.tick()))
+        flat[unknown, ch] = x
+        if steps is not None:
+            steps()
+    return flat.reshape(h, w, n_ch)

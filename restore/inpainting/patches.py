@@ -1,0 +1,234 @@
+"""The passes of patch coding: patches over the image, centred, coded over the dictionary, averaged back."""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+from threadpoolctl import threadpool_limits
+
+from .._config import default_num_threads
+from .._progress import ProgressCallback
+from ..coding import _sparse_encode
+from ..learning import TreeDictionaryLearning
+from ..tree import Tree
+
+__all__ = ["Coder", "centre", "complete_patches", "gather", "luminance", "pass_grids", "patch_positions",
+           "refine_luminance", "window_sums"]
+
+log = logging.getLogger("restore.inpainting")
+
+_FIT_FLOOR = 1e-3  # floor of the fit errors in _fit_weights, relative to the variance of the known luminance
+_PLANE_RIDGE = 1.0  # ridge on the slopes of the background plane fitted to each patch: tilts, not ramps
+_CONSTANT_RIDGE = 1e-9  # ridge on the plane's constant: none to speak of, only a well-posed solve
+_FLAT_NORM = 1e-8  # detail norms under this (inpaint's units: known values of magnitude 1 to 2) are not scaled up
+_FLAT_SHARE = 0.05  # training patches whose detail norm is under this share of the median are flat: skipped
+_WINDOW_SD = 0.25  # sd of the Gaussian weights of a patch's pixels in the average, in patch sides
+_CORE_MARGIN = 1  # patches touching the mask only on this outer rim are not coded (see pass_grids)
+_CODE_TOL = 1e-4  # relative decrease of a patch's objective that ends its coding (FISTA)
+
+
+@dataclass(frozen=True)
+class Coder:
+    """How the passes code patches: the atoms (rows), their penalty and tree, FISTA's cap and ``eigh(D D^T)``."""
+
+    atoms: np.ndarray
+    penalty: str
+    tree: Tree | None
+    max_iter: int
+    spectrum: tuple[np.ndarray, np.ndarray]
+
+    @classmethod
+    def of(cls, est: TreeDictionaryLearning, max_iter: int) -> Coder:
+        """The coder of a fitted dictionary."""
+        D = est.components_
+        return cls(D, est.penalty, est.tree_, max_iter, np.linalg.eigh(D @ D.T))
+
+
+def patch_positions(shape: tuple[int, int], size: int, stride: int,
+                    offset: tuple[int, int] = (0, 0)) -> tuple[np.ndarray, np.ndarray]:
+    """Top-left corners of a patch grid that covers the image: every ``stride`` from ``offset``, plus the edges."""
+    def axis(n: int, off: int) -> np.ndarray:
+        pos = np.arange(off, n - size + 1, stride)
+        return np.unique(np.concatenate(([0], pos, [n - size])))
+
+    return axis(shape[0], offset[0]), axis(shape[1], offset[1])
+
+
+def window_sums(a: np.ndarray, size: int) -> np.ndarray:
+    """Sum of ``a`` over every size x size window (integral image)."""
+    c = np.zeros((a.shape[0] + 1, a.shape[1] + 1), dtype=np.int64)
+    np.cumsum(np.cumsum(a, axis=0), axis=1, out=c[1:, 1:])
+    return c[size:, size:] - c[:-size, size:] - c[size:, :-size] + c[:-size, :-size]
+
+
+def gather(img: np.ndarray, r: np.ndarray, c: np.ndarray, size: int) -> np.ndarray:
+    """Patches (n, size*size) of a 2-D array at top-left corners (r, c), raveled row by row."""
+    return sliding_window_view(img, (size, size))[r, c].reshape(len(r), -1)
+
+
+def _plane_basis(n_px: int) -> np.ndarray:
+    """The constant and the two slopes over a square patch of ``n_px`` pixels, raveled: (n_px, 3)."""
+    s = int(round(np.sqrt(n_px)))
+    y, x = np.mgrid[0:s, 0:s]
+    x = (x - (s - 1) / 2) / s
+    y = (y - (s - 1) / 2) / s
+    return np.stack([np.ones(n_px), x.ravel(), y.ravel()], axis=1)  # (n_px, 3)
+
+
+def centre(P: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Remove from each patch a plane fitted by least squares; scale to unit norm.
+
+    The plane (constant plus slopes, the slopes lightly ridge-regularised)
+    carries gradients across a hole better than the mean does; the atoms
+    then only model the detail.
+
+    Returns the centred, scaled patches, the plane removed (n, p) and the
+    scales (n,).
+    """
+    Bs = _plane_basis(P.shape[1])
+    ridge = np.diag([_CONSTANT_RIDGE, _PLANE_RIDGE, _PLANE_RIDGE])
+    plane = P @ (Bs @ np.linalg.solve(Bs.T @ Bs + ridge, Bs.T)).T
+    Z = P - plane
+    scale = np.maximum(np.sqrt(np.einsum("np,np->n", Z, Z)), _FLAT_NORM)
+    return Z / scale[:, None], plane, scale
+
+
+def luminance(img: np.ndarray) -> np.ndarray:
+    """Sum of the channels of a channels-last image over sqrt(C): the unit-norm grey axis of colour space."""
+    return img.sum(axis=2) / np.sqrt(img.shape[2])
+
+
+def complete_patches(lum: np.ndarray, known: np.ndarray, size: int, n: int, rng: np.random.Generator
+                     ) -> np.ndarray:
+    """Up to ``n`` random complete patches (no missing pixel), centred and unit norm, near-flat ones skipped."""
+    r_all, c_all = np.nonzero(window_sums(~known, size) == 0)
+    if len(r_all) == 0:
+        return np.zeros((0, size * size))
+    pick = rng.choice(len(r_all), size=min(n, len(r_all)), replace=False)
+    P = gather(lum, r_all[pick], c_all[pick], size).astype(np.float64)
+    Z, _, scale = centre(P)
+    return Z[scale > _FLAT_SHARE * np.median(scale)]
+
+
+def _aggregation_window(size: int) -> np.ndarray:
+    """Weights of a patch's pixels when overlapping estimates are averaged: a Gaussian of sd ``_WINDOW_SD`` sides.
+
+    A patch's estimate is better at its centre, where the known pixels
+    surround it, than at its corners.
+    """
+    g = np.exp(-0.5 * ((np.arange(size) - (size - 1) / 2) / (size * _WINDOW_SD)) ** 2)
+    return np.outer(g, g).astype(np.float32)
+
+
+def _fit_weights(rec: np.ndarray, P: np.ndarray, known: np.ndarray, floor: float) -> np.ndarray:
+    """Weight of each patch's reconstruction in the average: 1 / (its mean squared error on its known pixels + floor).
+
+    Reconstructions that miss their own known pixels are trusted less. A
+    patch with no known pixel gets the mean error of the others.
+    """
+    n_known = known.sum(axis=1)
+    err = np.einsum("np,np->n", known * (rec - P), rec - P) / np.maximum(n_known, 1)
+    if np.any(n_known == 0):
+        err[n_known == 0] = err[n_known > 0].mean() if np.any(n_known > 0) else 0.0
+    return (1.0 / (err + floor)).astype(np.float32)
+
+
+def pass_grids(missing: np.ndarray, patch_size: int, stride: int, n_passes: int, gen: np.random.Generator, *,
+               margin: int = _CORE_MARGIN) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Top-left corners of the patches of each pass: a randomly shifted grid of step ``stride``, touching the mask.
+
+    A patch whose missing pixels all lie in its outer ``margin`` rows and
+    columns is left out (unless it is at the image's edge): those pixels
+    get small weights from it and larger ones from patches that have them
+    nearer their centre, so it costs time for next to nothing.
+    The margin is at most ``(patch_size - stride) // 2``, so that every
+    missing pixel is still in the core of a patch of every pass.
+    """
+    H, W = missing.shape
+    touching = window_sums(missing, patch_size) > 0
+    m = min(margin, max(0, (patch_size - stride) // 2))
+    if m > 0:
+        core = window_sums(missing, patch_size - 2 * m)[m:m + H - patch_size + 1, m:m + W - patch_size + 1] > 0
+        core[[0, -1], :] = True  # patches at the image's edge cover its outer rows and columns
+        core[:, [0, -1]] = True
+        touching &= core
+    grids = []
+    for _ in range(n_passes):
+        rows, cols = patch_positions(missing.shape, patch_size, stride, tuple(gen.integers(0, stride, 2)))
+        rr, cc = np.nonzero(touching[np.ix_(rows, cols)])
+        grids.append((rows[rr], cols[cc]))
+    return grids
+
+
+def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
+                     grids: list[tuple[np.ndarray, np.ndarray]], lams: np.ndarray, batch_size: int, coder: Coder,
+                     progress: ProgressCallback | None = None) -> np.ndarray:
+    """Refine ``lum`` at the ``missing`` pixels in passes of patch coding, in place; returns it.
+
+    Pass k takes the patches at the corners ``grids[k]`` (see
+    :func:`pass_grids`); it sparse-codes each one, centred and scaled,
+    over the dictionary with lam ``lams[k]``, and replaces the
+    missing pixels by the average of the reconstructions (Gaussian weights,
+    larger at the patch centre, and by how well each reconstruction fits
+    its patch's known pixels, see :func:`_fit_weights`). Known pixels are
+    left alone.
+    """
+    D = coder.atoms
+    H, W = lum.shape
+    floor = max(_FIT_FLOOR * float(np.var(lum[~missing])), float(np.finfo(np.float64).tiny))
+    win = _aggregation_window(patch_size).ravel()
+    sums = np.empty((H, W), dtype=np.float32)
+    weights = np.empty((H, W), dtype=np.float32)
+    idx = np.flatnonzero(missing)  # faster than the boolean mask, once per pass on 16 MP
+    lum_flat = lum.reshape(-1)
+    if not np.shares_memory(lum_flat, lum):
+        raise ValueError("lum must be C-contiguous (refined in place)")
+    sums_flat, weights_flat = sums.reshape(-1), weights.reshape(-1)
+    n_total = sum(-(-len(r) // batch_size) for r, _ in grids)
+    log.info("coding %d patches in %d passes", sum(len(r) for r, _ in grids), len(lams))
+    done = 0
+    n_workers = default_num_threads()
+    # one batch per core, each coded by one thread, BLAS included (no synchronisation per FISTA
+    # iteration); the estimates are added in batch order, so the result does not depend on the timing
+    with threadpool_limits(1, user_api="blas"), \
+            ThreadPoolExecutor(n_workers, thread_name_prefix="restore-inpaint") as pool:
+        for lam, (r_pos, c_pos) in zip(lams, grids, strict=True):
+            def code(b, r_pos=r_pos, c_pos=c_pos, lam=lam):
+                sl = slice(b * batch_size, (b + 1) * batch_size)
+                r, c = r_pos[sl], c_pos[sl]
+                P = gather(lum, r, c, patch_size).astype(np.float64)
+                Z, plane, scale = centre(P)
+                codes, _ = _sparse_encode(Z, D, lam=lam, penalty=coder.penalty, tree=coder.tree,
+                                          max_iter=coder.max_iter, tol=_CODE_TOL, batch_size=batch_size,
+                                          spectrum=coder.spectrum, n_threads=1, fast=True)
+                rec = (codes @ D) * scale[:, None] + plane
+                w_fit = _fit_weights(rec, P, ~gather(missing, r, c, patch_size), floor)
+                return r, c, rec * win * w_fit[:, None], w_fit
+
+            sums.fill(0)
+            weights.fill(0)
+            n_batches = -(-len(r_pos) // batch_size)
+            pending = deque(pool.submit(code, b) for b in range(min(n_workers, n_batches)))
+            try:
+                for b in range(n_batches):
+                    r, c, rec, w_fit = pending.popleft().result()
+                    if b + n_workers < n_batches:
+                        pending.append(pool.submit(code, b + n_workers))
+                    for k in range(patch_size * patch_size):
+                        di, dj = divmod(k, patch_size)
+                        sums[r + di, c + dj] += rec[:, k]
+                        weights[r + di, c + dj] += win[k] * w_fit
+                    done += 1
+                    if progress is not None:
+                        progress(done, n_total)
+            finally:
+                for f in pending:
+                    f.cancel()
+            # every missing pixel lies in a coded patch: a grid of step <= patch size covers the image
+            lum_flat[idx] = sums_flat[idx] / weights_flat[idx]
+    return lum
