@@ -14,17 +14,15 @@ import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from . import PENALTIES, TREE_PENALTIES, denoise_wavelet_tree, inpaint, learn_dictionary
-from ._files import check_output, read_image, read_mask, write_image
-from ._progress import Cancelled
-from ._validation import check_int, check_number
-from .evaluate import IMAGE_SUFFIXES, FolderInUse, evaluate_denoising, evaluate_inpainting, evaluate_patches
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["main"]
+
+# The library and NumPy are imported by main(), inside its handling of Ctrl-C: an interrupt while they load
+# (a second or more on a cold start) is then one line too.
 
 
 def _default(func: Callable, name: str) -> Any:
@@ -48,14 +46,20 @@ def _arg_type(name: str, check: Callable[[str, Any], Any], parse: Callable[[str]
 
 
 def _count(name: str, minimum: int = 1):
+    from ._validation import check_int
+
     return _arg_type(name, check_int, int, min=minimum)
 
 
 def _number(name: str):
+    from ._validation import check_number
+
     return _arg_type(name, check_number, float)
 
 
 def _lam_arg(text: str) -> float | str:
+    from ._validation import check_number
+
     if text in ("sure", "rule"):
         return text
     try:
@@ -71,6 +75,8 @@ def _lam_arg(text: str) -> float | str:
 
 def _to_float(image: np.ndarray) -> tuple[np.ndarray, float]:
     """Integer images to float32 in [0, 1]; return the scale of the stored values."""
+    import numpy as np
+
     if image.dtype.kind in "ui":
         scale = float(np.iinfo(image.dtype).max)
         return image.astype(np.float32) / np.float32(scale), scale
@@ -80,6 +86,8 @@ def _to_float(image: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 def _from_float(image: np.ndarray, like: np.ndarray, scale: float) -> np.ndarray:
+    import numpy as np
+
     if like.dtype.kind in "ui":
         info = np.iinfo(like.dtype)
         return np.clip(np.rint(image * scale), info.min, info.max).astype(like.dtype)
@@ -103,6 +111,8 @@ def _split_alpha(raw: np.ndarray) -> tuple[np.ndarray, float, np.ndarray | None,
 
 def _with_alpha(out: np.ndarray, raw: np.ndarray, scale: float, alpha: np.ndarray | None) -> np.ndarray:
     """Back to the file's dtype, with its alpha channel (untouched) if it had one."""
+    import numpy as np
+
     out = _from_float(out, raw, scale)
     if alpha is None:
         return out
@@ -110,6 +120,8 @@ def _with_alpha(out: np.ndarray, raw: np.ndarray, scale: float, alpha: np.ndarra
 
 
 def _file_dtype(raw: np.ndarray) -> np.dtype:
+    import numpy as np
+
     return np.dtype(np.uint8) if raw.dtype.kind == "b" else raw.dtype
 
 
@@ -138,6 +150,9 @@ def _progress_bar(quiet: bool, desc: str) -> tuple[Any, Callable[[int, int], Non
 
 
 def cmd_denoise(args: argparse.Namespace) -> int:
+    from . import denoise_wavelet_tree
+    from ._files import check_output, read_image, write_image
+
     src = Path(args.input)
     raw = read_image(src)
     dst = check_output(args.output, [src], args.force, dtype=_file_dtype(raw), channels=_channels(raw))
@@ -153,6 +168,11 @@ def cmd_denoise(args: argparse.Namespace) -> int:
 
 
 def cmd_inpaint(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from . import inpaint
+    from ._files import check_output, read_image, read_mask, write_image
+
     src, msk = Path(args.image), Path(args.mask)
     raw = read_image(src)
     img, scale, alpha, channel_axis = _split_alpha(raw)
@@ -177,6 +197,9 @@ def cmd_inpaint(args: argparse.Namespace) -> int:
 
 
 def cmd_learn(args: argparse.Namespace) -> int:
+    from . import learn_dictionary
+    from ._files import check_output, read_image, read_mask
+
     out = Path(args.output)
     if out.suffix != ".npz" and not out.is_dir():
         raise ValueError(f"the dictionary file must end in .npz, got {str(out)!r}")
@@ -205,6 +228,8 @@ def cmd_learn(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .evaluate import IMAGE_SUFFIXES, evaluate_denoising, evaluate_inpainting, evaluate_patches
+
     if args.task == "denoise":
         evaluate_denoising(args.images, args.out, sigmas=args.sigmas, wavelets=args.wavelets,
                            penalties=args.penalties, lam_modes=args.lam, n_draws=args.draws, seed=args.seed,
@@ -243,11 +268,13 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``restore`` command."""
     parser = argparse.ArgumentParser(prog="restore", description="Image restoration with tree-structured sparsity.")
     sub = parser.add_subparsers(dest="command", required=True)
-    from . import denoise_wavelet_tree as den  # the library's own functions: their signatures own the defaults
-    from . import inpaint as inp
-    from . import learn_dictionary
+    # the defining modules: their signatures own the defaults
+    from .denoise import denoise_wavelet_tree as den
     from .evaluate import evaluate_denoising as evd
     from .evaluate import evaluate_inpainting, evaluate_patches
+    from .inpainting import inpaint as inp
+    from .inpainting import learn_dictionary
+    from .proximal import PENALTIES, TREE_PENALTIES
 
     d = sub.add_parser("denoise", help="denoise one image file",
                        description="Denoise an image (grey or RGB; 8- or 16-bit PNG, TIFF, JPEG, float TIFF) by "
@@ -345,22 +372,31 @@ _INTERRUPTED = {
     "evaluate": "interrupted: finished units are kept in {out}; run the same command again to resume",
 }
 
-# What a user can cause: each becomes one line on stderr, never a traceback.
-_EXPECTED = (ValueError, TypeError, OSError, FolderInUse, ConnectionError)
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    """What a user can cause: each becomes one line on stderr, never a traceback."""
+    from .evaluate import FolderInUse
+
+    return (ValueError, TypeError, OSError, FolderInUse, ConnectionError)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``restore`` command."""
-    args = build_parser().parse_args(argv)
+    args = None
     try:
-        return args.func(args)
-    except (KeyboardInterrupt, Cancelled):
-        message = _INTERRUPTED.get(args.command, "interrupted: nothing written")
+        from ._progress import Cancelled
+
+        args = build_parser().parse_args(argv)
+        try:
+            return args.func(args)
+        except Cancelled:
+            raise KeyboardInterrupt from None
+        except _expected_errors() as exc:
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise SystemExit(f"error: {text}") from None
+    except KeyboardInterrupt:
+        message = _INTERRUPTED.get(getattr(args, "command", None), "interrupted: nothing written")
         print("\n" + message.format(out=getattr(args, "out", "")), file=sys.stderr)
         return 130
-    except _EXPECTED as exc:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SystemExit(f"error: {text}") from None
 
 
 if __name__ == "__main__":  # pragma: no cover

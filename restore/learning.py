@@ -23,6 +23,10 @@ from .tree import Tree
 
 __all__ = ["TreeDictionaryLearning"]
 
+# An atom whose accumulated squared code A_jj is below this was never used: the codes of unit-norm signals
+# are O(1), so this is zero up to rounding.
+_UNUSED = 1e-10
+
 
 
 def _check_random_state(random_state: Any) -> None:
@@ -391,19 +395,17 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         return est
 
 
-def _update_dict(D: np.ndarray, A: np.ndarray, B: np.ndarray, X: np.ndarray, gen: np.random.Generator,
-                 n_passes: int = 1) -> np.ndarray:
+def _update_dict(D: np.ndarray, A: np.ndarray, B: np.ndarray, X: np.ndarray, gen: np.random.Generator) -> np.ndarray:
     """Block-coordinate descent on the atoms, warm started from D (rows are atoms)."""
     D = D.copy()
     k = D.shape[0]
     diag = np.diag(A)
-    for _ in range(n_passes):
-        for j in range(k):
-            if diag[j] < 1e-10:  # never used: replace by a random training signal
-                x = X[gen.integers(X.shape[0])]
-                nrm = np.linalg.norm(x)
-                D[j] = x / nrm if nrm > 0 else gen.standard_normal(D.shape[1]) / np.sqrt(D.shape[1])
-                continue
-            u = (B[:, j] - D.T @ A[:, j]) / diag[j] + D[j]
-            D[j] = u / max(np.linalg.norm(u), 1.0)
+    for j in range(k):
+        if diag[j] < _UNUSED:  # never used: replace by a random training signal
+            x = X[gen.integers(X.shape[0])]
+            nrm = np.linalg.norm(x)
+            D[j] = x / nrm if nrm > 0 else gen.standard_normal(D.shape[1]) / np.sqrt(D.shape[1])
+            continue
+        u = (B[:, j] - D.T @ A[:, j]) / diag[j] + D[j]
+        D[j] = u / max(np.linalg.norm(u), 1.0)
     return D

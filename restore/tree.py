@@ -261,8 +261,17 @@ class Tree:
         return DFSLayout(self._order, f.perm, np.diff(f.own_ptr), f.parent)
 
     def with_weights(self, weights: ArrayLike) -> Tree:
-        """The same tree with other group weights."""
-        return Tree._build(self.parents.copy(), self._owner, weights)
+        """The same tree with other group weights, sharing the layout (O(n_nodes), no new traversal)."""
+        w = np.array(weights, dtype=np.float64, copy=True)
+        if w.shape != (self.n_nodes,):
+            raise ValueError(f"weights must have shape ({self.n_nodes},) like parents, got {w.shape}")
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            bad = int(np.flatnonzero(~np.isfinite(w) | (w < 0))[0])
+            raise ValueError(f"weights must be finite and >= 0, got weights[{bad}] = {w[bad]}")
+        state = {name: getattr(self, name) for name in self.__slots__}
+        state["weights"] = _readonly(w)
+        state["_flat"] = self._flat._replace(weights=_readonly(np.ascontiguousarray(w[self._order])))
+        return Tree(_token=_TOKEN, **state)
 
     def _check_node(self, node: int) -> None:
         if not (isinstance(node, (int, np.integer)) and 0 <= node < self.n_nodes):

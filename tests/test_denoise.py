@@ -91,6 +91,11 @@ def test_sure_is_close_to_the_oracle(camera, rng, penalty):
     assert choice.method == "sure" and choice.sigma == (sigma,)
     auto = psnr(denoise_wavelet_tree(noisy, sigma=sigma, penalty=penalty), camera)
     assert auto == pytest.approx(psnr(denoise_wavelet_tree(noisy, lam=choice.lam[0], penalty=penalty), camera))
+    levels = choose_lam(noisy, sigma=sigma, penalty=penalty, per_level=True)
+    assert levels.lam == choice.lam and len(levels.level_weights[0]) == 4
+    per_level = psnr(denoise_wavelet_tree(noisy, sigma=sigma, penalty=penalty, per_level=True), camera)
+    assert per_level == pytest.approx(psnr(denoise_wavelet_tree(noisy, lam=levels, penalty=penalty), camera))
+    assert per_level > auto - 0.02  # the level weights do not lose to the single lam
     oracle = max(psnr(denoise_wavelet_tree(noisy, lam=t * sigma, penalty=penalty), camera)
                  for t in np.geomspace(0.2, 3, 40))
     assert auto > oracle - 0.1

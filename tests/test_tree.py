@@ -116,3 +116,17 @@ def test_layout_is_depth_first(tree):
         run = lay.variables[starts[k]:starts[k] + g.size]
         assert sorted(run.tolist()) == g.tolist()
         np.testing.assert_array_equal(np.sort(lay.variables[starts[k]:starts[k + 1]]), tree.node_vars(n))
+
+
+def test_with_weights_keeps_the_structure_and_changes_the_penalty():
+    import numpy as np
+
+    from restore import prox
+
+    tree = Tree.from_parents([-1, 0, 0, 1], groups=[[3], [0], [1, 2], []])
+    heavier = tree.with_weights([1.0, 2.0, 2.0, 2.0])
+    assert heavier.parents.tolist() == tree.parents.tolist() and heavier.weights.tolist() == [1, 2, 2, 2]
+    assert [heavier.group(n).tolist() for n in range(4)] == [tree.group(n).tolist() for n in range(4)]
+    u = np.array([3.0, -1.0, 2.0, 0.5])
+    assert np.linalg.norm(prox(u, 0.3, penalty="tree_l2", tree=heavier)) < np.linalg.norm(
+        prox(u, 0.3, penalty="tree_l2", tree=tree))
