@@ -57,7 +57,7 @@ def test_manifest_validates_and_commands_resolve():
     commands = {c.id: c.python_name for c in pm.contributions.commands}
     assert {w.command for w in pm.contributions.widgets} <= set(commands)
     assert {s.command for s in pm.contributions.sample_data} <= set(commands)
-    assert [s.key for s in pm.contributions.sample_data] == ["noisy_camera", "cat_with_text"]
+    assert [s.key for s in pm.contributions.sample_data] == ["noisy_camera", "cat_with_text", "noisy_nuclei_volume"]
     for python_name in commands.values():
         module, attr = python_name.split(":")
         assert callable(getattr(importlib.import_module(module), attr)), python_name
