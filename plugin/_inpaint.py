@@ -7,8 +7,9 @@ The logic (:func:`inpaint_task`) needs no Qt; the masks come from
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Generator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,19 +25,26 @@ from ._widgets import RestoreWidget
 if TYPE_CHECKING:  # pragma: no cover
     import napari
 
-__all__ = ["SHIPPED", "InpaintParams", "InpaintWidget", "Inpainted", "inpaint_task"]
+__all__ = ["SHIPPED", "InpaintParams", "InpaintWidget", "Inpainted", "inpaint_task", "library_default"]
 
 #: Choice of the dictionary box: the shipped dictionary as it is (no adaptation to the image).
 SHIPPED = "shipped"
 
 
+def library_default(name: str) -> Any:
+    """The default of a parameter of :func:`restore.inpaint`: the widget restates no number."""
+    from restore import inpaint
+
+    return inspect.signature(inpaint).parameters[name].default
+
+
 @dataclass(frozen=True)
 class InpaintParams:
-    """Settings of :func:`restore.inpaint` chosen in the widget."""
+    """Settings of :func:`restore.inpaint` chosen in the widget (defaults: the library's)."""
 
-    patch_size: int = 8
-    stride: int = 4
-    n_passes: int = 18
+    patch_size: int = field(default_factory=lambda: library_default("patch_size"))
+    stride: int = field(default_factory=lambda: library_default("stride"))
+    n_passes: int = field(default_factory=lambda: library_default("n_passes"))
 
 
 @dataclass(frozen=True)
@@ -119,11 +127,12 @@ class InpaintWidget(RestoreWidget):
         self.dictionary = FileEdit(label="dictionary file", mode="r", filter="*.npz", value="", name="dictionary",
                                    tooltip="A dictionary saved by 'restore learn' or the Learn widget "
                                            "(overrides the box above)")
-        self.patch_size = SpinBox(label="patch size", value=8, min=4, max=16, name="patch_size",
+        defaults = InpaintParams()
+        self.patch_size = SpinBox(label="patch size", value=defaults.patch_size, min=4, max=16, name="patch_size",
                                   tooltip="Side of the square patches, in pixels (the dictionary's)")
-        self.stride = SpinBox(label="stride", value=4, min=1, max=16, name="stride",
+        self.stride = SpinBox(label="stride", value=defaults.stride, min=1, max=16, name="stride",
                               tooltip="Step of each pass's patch grid: a pass codes 1/stride\u00b2 of the patches")
-        self.n_passes = SpinBox(label="passes", value=18, min=1, max=200, name="n_passes",
+        self.n_passes = SpinBox(label="passes", value=defaults.n_passes, min=1, max=200, name="n_passes",
                                 tooltip="Passes of patch coding; time grows as passes / stride\u00b2")
         self.all_selected = CheckBox(text="every selected image", value=False, name="all_selected",
                                      tooltip="Inpaint every image layer selected in the layer list with the same "

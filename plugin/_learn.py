@@ -7,6 +7,7 @@ same viewer offer it, and it goes away with its layer.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,14 @@ from ._widgets import RestoreWidget
 if TYPE_CHECKING:  # pragma: no cover
     import napari
 
-__all__ = ["LearnWidget", "atom_positions", "atoms_picture", "learn_task", "parse_branching"]
+__all__ = ["LearnWidget", "atom_positions", "atoms_picture", "learn_task", "library_default", "parse_branching"]
+
+
+def library_default(name: str) -> Any:
+    """The default of a parameter of :func:`restore.learn_dictionary`: the widget restates no number."""
+    from restore import learn_dictionary
+
+    return inspect.signature(learn_dictionary).parameters[name].default
 
 
 def parse_branching(text: str) -> tuple[int, ...]:
@@ -147,20 +155,27 @@ class LearnWidget(RestoreWidget):
                                 name="exclude",
                                 tooltip="Optional: pixels not to learn from (text, scratches): a Labels layer "
                                         "(non-zero) or a Shapes layer")
-        self.branching = LineEdit(label="tree shape", value="10 3 3", name="branching",
-                                  tooltip="Children per node at each level below the root: '10 3 3' gives "
-                                          "1 + 10 + 30 + 90 = 131 atoms")
+        from restore import Tree
+
+        branching = tuple(library_default("branching"))
+        tree_atoms = Tree.balanced(branching).n_vars
+        shape = " ".join(str(b) for b in branching)
+        self.branching = LineEdit(label="tree shape", value=shape, name="branching",
+                                  tooltip=f"Children per node at each level below the root: '{shape}' gives "
+                                          f"{tree_atoms} atoms")
         self.flat = CheckBox(text="flat dictionary (no tree)", value=False, name="flat",
                              tooltip="Learn an ordinary dictionary (l1 penalty) of 'atoms (flat)' atoms instead")
-        self.n_atoms = SpinBox(label="atoms (flat)", value=256, min=2, max=4096, name="n_atoms",
-                               tooltip="Number of atoms of a flat dictionary")
-        self.patch_size = SpinBox(label="patch size", value=8, min=4, max=16, name="patch_size",
-                                  tooltip="Side of the square patches, in pixels")
-        self.epochs = SpinBox(label="epochs", value=1, min=1, max=50, name="epochs",
+        self.n_atoms = SpinBox(label="atoms (flat)", value=tree_atoms, min=2, max=4096, name="n_atoms",
+                               tooltip="Number of atoms of a flat dictionary (default: as many as the tree's)")
+        self.patch_size = SpinBox(label="patch size", value=library_default("patch_size"), min=4, max=16,
+                                  name="patch_size", tooltip="Side of the square patches, in pixels")
+        self.epochs = SpinBox(label="epochs", value=library_default("n_epochs"), min=1, max=50, name="epochs",
                               tooltip="Passes over the training patches")
-        self.lam = FloatSpinBox(label="\u03bb", value=0.1, min=0.0, max=10.0, step=0.01, name="lam",
+        self.lam = FloatSpinBox(label="\u03bb", value=library_default("lam"), min=0.0, max=10.0, step=0.01,
+                                name="lam",
                                 tooltip="Sparsity of the codes while learning (patches are scaled to unit norm)")
-        self.n_patches = SpinBox(label="patches", value=20000, min=100, max=1_000_000, step=1000, name="n_patches",
+        self.n_patches = SpinBox(label="patches", value=library_default("n_patches"), min=100, max=1_000_000,
+                                 step=1000, name="n_patches",
                                  tooltip="Training patches drawn from the image(s)")
         self.every_plane = CheckBox(text="every plane of a stack", value=False, name="every_plane",
                                     tooltip="Learn from every plane, not only the plane shown")
