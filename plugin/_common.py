@@ -33,8 +33,10 @@ __all__ = [
     "check_image_layer",
     "current_plane_index",
     "error_message",
+    "full_resolution",
     "is_dictionary_layer",
     "is_input_image",
+    "is_lazy",
     "is_preview_layer",
     "layer_kwargs",
     "like_input",
@@ -44,6 +46,7 @@ __all__ = [
     "preview_region",
     "run_sync",
     "split_alpha",
+    "unit_indices",
     "with_alpha",
 ]
 
@@ -91,17 +94,36 @@ def is_input_image(layer: Any) -> bool:
 # ---------------------------------------------------------------------------
 
 
-def check_image_layer(layer: Any) -> None:
-    """Raise a ValueError if the widgets cannot process ``layer``."""
+def check_image_layer(layer: Any, multiscale_ok: bool = False) -> None:
+    """Raise a ValueError if the widgets cannot process ``layer`` (multiscale layers only with ``multiscale_ok``)."""
     if layer is None:
         raise ValueError("choose an image layer first")
-    if getattr(layer, "multiscale", False):
-        raise ValueError(f"layer {layer.name!r} is multiscale: multiscale images are not supported")
-    shape = np.shape(layer.data)
+    if getattr(layer, "multiscale", False) and not multiscale_ok:
+        raise ValueError(f"layer {layer.name!r} is multiscale: only the Denoise widget processes multiscale images")
+    shape = np.shape(full_resolution(layer))
     if len(shape) - (1 if layer.rgb else 0) < 2:
         raise ValueError(f"layer {layer.name!r} has shape {shape}: planes need 2 spatial axes")
     if np.dtype(layer.dtype).kind not in "biuf":
         raise ValueError(f"layer {layer.name!r} has data of type {layer.dtype}: numbers are needed")
+
+
+def full_resolution(layer: Any) -> Any:
+    """The layer's data at full resolution: its first level when multiscale, else its data (never loaded)."""
+    return layer.data[0] if getattr(layer, "multiscale", False) else layer.data
+
+
+def is_lazy(data: Any) -> bool:
+    """Whether ``data`` is a Dask array (computed on demand: never to be loaded whole)."""
+    return type(data).__module__.split(".")[0] == "dask" and hasattr(data, "compute")
+
+
+def unit_indices(shape: tuple[int, ...], rgb: bool, n_spatial: int) -> list[tuple[int, ...]]:
+    """Indices (leading axes) of the units of data of this shape: planes (``n_spatial`` 2) or volumes (3)."""
+    n_lead = len(shape) - n_spatial - (1 if rgb else 0)
+    if n_lead < 0:
+        raise ValueError(f"data of shape {shape} has no {'colour ' if rgb else ''}"
+                         f"{'plane' if n_spatial == 2 else 'volume'}")
+    return list(np.ndindex(*shape[:n_lead]))
 
 
 def plane_indices(shape: tuple[int, ...], rgb: bool) -> list[tuple[int, ...]]:
@@ -109,21 +131,18 @@ def plane_indices(shape: tuple[int, ...], rgb: bool) -> list[tuple[int, ...]]:
 
     A plane is the last two axes, plus the colour axis when ``rgb``.
     """
-    n_lead = len(shape) - (3 if rgb else 2)
-    if n_lead < 0:
-        raise ValueError(f"data of shape {shape} has no {'colour ' if rgb else ''}plane")
-    return list(np.ndindex(*shape[:n_lead]))
+    return unit_indices(shape, rgb, 2)
 
 
 def plane_shape(layer: Any) -> tuple[int, int]:
-    """Rows and columns of the layer's planes."""
-    shape = np.shape(layer.data)
+    """Rows and columns of the layer's planes (at full resolution)."""
+    shape = np.shape(full_resolution(layer))
     return tuple(shape[-3:-1] if layer.rgb else shape[-2:])  # type: ignore[return-value]
 
 
 def current_plane_index(layer: Any, world_point: tuple[float, ...]) -> tuple[int, ...]:
     """Index (leading axes) of the layer's plane at a world point (``viewer.dims.point``)."""
-    shape = np.shape(layer.data)
+    shape = np.shape(full_resolution(layer))
     n_lead = len(shape) - (3 if layer.rgb else 2)
     if n_lead <= 0:
         return ()
@@ -136,9 +155,10 @@ def as_float(plane: Any) -> np.ndarray:
 
     Floats stay as they are (float16 becomes float32); integers up to 16 bits
     become float32 and wider ones float64, so that every integer value is
-    exact and comes back unchanged through :func:`like_input`.
+    exact and comes back unchanged through :func:`like_input`. A Dask array
+    stays a (lazy) Dask array.
     """
-    arr = np.asarray(plane)
+    arr = plane if is_lazy(plane) else np.asarray(plane)  # a Dask array stays lazy
     if arr.dtype.kind == "f":
         return arr if arr.dtype != np.float16 else arr.astype(np.float32)
     if arr.dtype.kind not in "biu":
@@ -147,13 +167,16 @@ def as_float(plane: Any) -> np.ndarray:
 
 
 def like_input(out: np.ndarray, dtype: Any) -> np.ndarray:
-    """A float result in the input's dtype: integers rounded and clipped to their range, floats cast."""
+    """A float result in the input's dtype: integers rounded and clipped to their range, floats cast.
+
+    A Dask array stays lazy.
+    """
     dtype = np.dtype(dtype)
     if dtype.kind in "ui":
         info = np.iinfo(dtype)
         return np.clip(np.rint(out), info.min, info.max).astype(dtype)
     if dtype.kind == "f":
-        return out.astype(dtype, copy=False)
+        return out.astype(dtype) if is_lazy(out) else out.astype(dtype, copy=False)
     return out  # booleans: the float result is more useful than a thresholded one
 
 

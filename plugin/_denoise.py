@@ -9,8 +9,9 @@ NumPy over the public ``restore`` API and runs without Qt;
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Generator, Hashable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,6 +24,8 @@ from ._common import (
     as_float,
     check_image_layer,
     current_plane_index,
+    full_resolution,
+    is_lazy,
     layer_kwargs,
     like_input,
     offset_translate,
@@ -30,6 +33,7 @@ from ._common import (
     plane_shape,
     preview_region,
     split_alpha,
+    unit_indices,
     with_alpha,
 )
 from ._runner import Control, Job, Output, Progress, Task, ensure_warm, is_warm
@@ -45,11 +49,15 @@ __all__ = [
     "DenoiseWidget",
     "Denoised",
     "LamInfo",
+    "NoiseInfo",
     "Source",
     "denoise_plane",
     "denoise_task",
     "estimate_task",
     "format_info",
+    "lazy_result",
+    "library_default",
+    "photon_model",
     "preview_task",
 ]
 
@@ -60,6 +68,8 @@ WAVELETS = ("haar", "db2", "db3", "db4", "db5", "db6", "db7", "db8",
 LAM_MODES = ("sure", "rule", "manual")
 CONVEX = ("l1", "tree_l2", "tree_linf")
 _MODE_LABELS = {"sure": "SURE", "rule": "rule", "manual": "manual"}
+#: The user's words for the library's noise models.
+NOISE_LABELS = {"gaussian": "Gaussian", "poisson-gaussian": "Poisson-Gaussian"}
 WARM_KEY = "denoise"
 #: One SURE choice of lam costs about as much as denoising with this many shifts (1024 x 1024, tree_l2):
 #: it sets how much of a plane's progress bar SURE takes.
@@ -71,25 +81,45 @@ SURE_COST_IN_SHIFTS = 15
 # ---------------------------------------------------------------------------
 
 
+def library_default(name: str) -> Any:
+    """The default of a parameter of :func:`restore.denoise_wavelet_tree`: the widget restates no number."""
+    return inspect.signature(restore.denoise_wavelet_tree).parameters[name].default
+
+
+def _default(name: str) -> Any:
+    return field(default_factory=lambda: library_default(name))
+
+
 @dataclass(frozen=True)
 class DenoiseParams:
     """Settings of the denoise widget.
 
-    ``sigma`` is None for an estimate per plane. With ``lam_mode`` "sure" or
-    "rule" the lam used is ``multiplier`` times the automatic choice (per
-    channel); with "manual" it is ``lam`` (absolute, the layer's units).
+    ``sigma`` is None for an estimate (per plane, or per volume); with
+    ``noise="poisson-gaussian"`` it is the Gaussian read noise and ``gain``
+    the image units per photon (None: both estimated once per layer). With
+    ``lam_mode`` "sure" or "rule" the lam used is ``multiplier`` times the
+    automatic choice (per channel); with "manual" it is ``lam`` (absolute,
+    the layer's units; with Poisson-Gaussian noise, the stabilised units).
+    The multiplier needs the plane-by-plane Gaussian path (see
+    :meth:`whole_units`). ``volume`` denoises the last three spatial axes
+    together (``axes`` of the library). Defaults are the library's.
     """
 
-    wavelet: str = "db3"
-    penalty: str = "tree_l2"
+    wavelet: str = _default("wavelet")
+    penalty: str = _default("penalty")
     sigma: float | None = None
     lam_mode: str = "sure"
     multiplier: float = 1.0
     lam: float = 0.0
-    cycle_spins: int = 0
-    penalize_approx: bool = False
+    cycle_spins: int = _default("cycle_spins")
+    penalize_approx: bool = _default("penalize_approx")
+    volume: bool = False
+    noise: str = _default("noise")
+    gain: float | None = None
 
     def __post_init__(self) -> None:
+        from restore.denoise import NOISE_MODELS
+
         if self.lam_mode not in LAM_MODES:
             raise ValueError(f"Invalid lam mode: {self.lam_mode!r}; supported modes are {', '.join(LAM_MODES)}")
         if self.lam_mode == "sure" and self.penalty not in CONVEX:
@@ -97,10 +127,43 @@ class DenoiseParams:
                              "use the rule or a manual lam")
         if not np.isfinite(self.multiplier) or self.multiplier < 0:
             raise ValueError(f"the strength multiplier must be >= 0, got {self.multiplier!r}")
+        if self.noise not in NOISE_MODELS:
+            raise ValueError(f"unknown noise model {self.noise!r}; supported: {', '.join(NOISE_MODELS)}")
+        if self.gain is not None and not (np.isfinite(self.gain) and self.gain > 0):
+            raise ValueError(f"the gain must be > 0 (image units per photon), or blank to estimate it; "
+                             f"got {self.gain!r}")
+        if self.multiplier != 1.0 and self.whole_units and self.lam_mode != "manual":
+            raise ValueError("the strength multiplier applies plane by plane with Gaussian noise only: set it to 1 "
+                             "(volumes and Poisson-Gaussian noise take the library's automatic \u03bb as it is)")
+
+    @property
+    def whole_units(self) -> bool:
+        """Whether each plane or volume goes to the library in one call (volumes, Poisson-Gaussian noise).
+
+        The plane-by-plane Gaussian path instead chooses lam first
+        (:func:`restore.choose_lam`, 2-D only), so that the multiplier and
+        the info line can use it.
+        """
+        return self.volume or self.noise != "gaussian"
+
+    @property
+    def n_spatial(self) -> int:
+        """Spatial axes of a unit: 3 for a volume, 2 for a plane."""
+        return 3 if self.volume else 2
 
     def lam_key(self) -> tuple[Hashable, ...]:
         """The settings that the automatic lam depends on (not multiplier nor cycle spins)."""
         return (self.lam_mode, self.sigma, self.penalty, self.wavelet, self.penalize_approx)
+
+    def library_kwargs(self, noise: NoiseInfo | None) -> dict[str, Any]:
+        """Keyword arguments of :func:`restore.denoise_wavelet_tree` for one unit (no image, no channel axis)."""
+        kwargs: dict[str, Any] = {
+            "lam": float(self.lam) if self.lam_mode == "manual" else self.lam_mode, "penalty": self.penalty,
+            "wavelet": self.wavelet, "penalize_approx": self.penalize_approx, "cycle_spins": int(self.cycle_spins),
+            "noise": self.noise, "sigma": self.sigma}
+        if noise is not None:  # the layer's photon model, estimated once, so that every unit shares it
+            kwargs.update(gain=noise.gain, sigma=noise.sigma)
+        return kwargs
 
 
 @dataclass(frozen=True)
@@ -119,10 +182,37 @@ class LamInfo:
     provisional: bool = False
 
 
+@dataclass(frozen=True)
+class NoiseInfo:
+    """The Poisson-Gaussian model of a layer.
+
+    ``gain`` is in image units per photon, ``sigma`` is the read noise; the
+    flags say whether each was estimated from the image.
+    """
+
+    gain: float
+    sigma: float
+    gain_estimated: bool
+    sigma_estimated: bool
+
+    def record(self) -> dict[str, Any]:
+        """What the result's metadata keeps."""
+        return {"noise": "poisson-gaussian", "gain": self.gain, "read_noise_sigma": self.sigma,
+                "gain_estimated": self.gain_estimated, "sigma_estimated": self.sigma_estimated}
+
+    def text(self) -> str:
+        """One line for the user."""
+        def tag(estimated: bool) -> str:
+            return "estimated" if estimated else "given"
+
+        return (f"gain {self.gain:.4g} per photon ({tag(self.gain_estimated)}), read noise \u03c3 {self.sigma:.4g} "
+                f"({tag(self.sigma_estimated)})")
+
+
 def denoise_plane(control: Control, plane: Any, params: DenoiseParams, rgb: bool, cache: LruCache | None = None,
                   key: Hashable | None = None, span: tuple[float, float] = (0.0, 1.0), text: str = ""
                   ) -> Generator[Progress | None, None, tuple[np.ndarray, LamInfo]]:
-    """Denoise one plane (2-D, or 2-D + colour when ``rgb``), reporting progress on ``span``.
+    """Denoise one plane (2-D, or 2-D + colour when ``rgb``) under Gaussian noise, reporting progress on ``span``.
 
     A generator for a task: it yields the library's progress and returns
     ``(denoised float plane, LamInfo)``. Alpha is kept as is. The automatic
@@ -156,70 +246,222 @@ def denoise_plane(control: Control, plane: Any, params: DenoiseParams, rgb: bool
     return with_alpha(out, alpha), info
 
 
+def denoise_unit(control: Control, unit: Any, params: DenoiseParams, rgb: bool, noise: NoiseInfo | None,
+                 span: tuple[float, float] = (0.0, 1.0), text: str = ""
+                 ) -> Generator[Progress | None, None, np.ndarray]:
+    """Denoise one plane or volume in one library call (:meth:`DenoiseParams.whole_units`); alpha kept as is."""
+    colour, alpha = split_alpha(as_float(unit), rgb)
+    axes = tuple(range(params.n_spatial))  # a unit holds its spatial axes first, then colour
+    out = yield from control.call(restore.denoise_wavelet_tree, colour, axes=axes,
+                                  channel_axis=-1 if rgb else None, **params.library_kwargs(noise),
+                                  span=span, text=text)
+    return with_alpha(out, alpha)
+
+
 @dataclass(frozen=True)
 class Source:
-    """An input layer as the worker sees it: its data and how to read it (the layer itself stays for the GUI)."""
+    """An input layer as the worker sees it: its data and how to read it (the layer itself stays for the GUI).
+
+    ``data`` is the full-resolution array; ``levels`` every level of a
+    multiscale layer (else just ``data``). Dask arrays are never loaded whole.
+    """
 
     layer: Any
     data: Any
     rgb: bool
     dtype: np.dtype
     key: Hashable
+    levels: tuple[Any, ...] = ()
+    multiscale: bool = False
 
     @classmethod
-    def of(cls, layer: Any) -> Source:
-        """Read what the worker needs from ``layer`` (GUI thread)."""
-        check_image_layer(layer)
-        return cls(layer, layer.data, bool(layer.rgb), np.dtype(layer.dtype), (layer.unique_id, id(layer.data)))
+    def of(cls, layer: Any, multiscale_ok: bool = False) -> Source:
+        """Read what the worker needs from ``layer`` (GUI thread); multiscale layers only with ``multiscale_ok``."""
+        check_image_layer(layer, multiscale_ok=multiscale_ok)
+        multiscale = bool(getattr(layer, "multiscale", False))
+        levels = tuple(layer.data) if multiscale else (layer.data,)
+        return cls(layer, levels[0], bool(layer.rgb), np.dtype(layer.dtype), (layer.unique_id, id(layer.data)),
+                   levels, multiscale)
+
+    @property
+    def lazy(self) -> bool:
+        """Whether the result is lazy (Dask or multiscale input): computed by napari as it shows it."""
+        return self.multiscale or is_lazy(self.data)
 
     @property
     def planes(self) -> list[tuple[int, ...]]:
         """Indices of its planes."""
         return plane_indices(np.shape(self.data), self.rgb)
 
+    def units(self, n_spatial: int) -> list[tuple[int, ...]]:
+        """Indices of its planes (``n_spatial`` 2) or volumes (3)."""
+        return unit_indices(np.shape(self.data), self.rgb, n_spatial)
+
+    def check_volume(self, volume: bool) -> None:
+        """Refuse volume mode on data with fewer than three spatial axes."""
+        if volume and np.ndim(self.data) - self.rgb < 3:
+            raise ValueError(f"layer {self.layer.name!r} has shape {np.shape(self.data)}: a volume needs 3 "
+                             "spatial axes; choose 'plane by plane'")
+
 
 @dataclass(frozen=True)
 class Denoised:
-    """The result of one input layer: the data in the input's dtype and what was used on each plane."""
+    """The result of one input layer and what was used.
+
+    ``data`` is in the input's dtype (a list of levels when multiscale, lazy
+    for Dask input); ``infos`` holds a :class:`LamInfo` per plane on the
+    Gaussian plane path, ``noise`` the photon model.
+    """
 
     source: Source
-    data: np.ndarray
+    data: Any
     infos: list[LamInfo]
+    noise: NoiseInfo | None = None
+
+
+#: Voxels read to estimate a layer's photon noise: enough for a stable noise-level function (about 0.1 s),
+#: bounded so that a Dask layer is never loaded whole.
+NOISE_SAMPLE_VOXELS = 1 << 22
+
+
+def noise_sample(source: Source, n_spatial: int) -> np.ndarray:
+    """A bounded part of the layer for noise estimation: the whole when small, else a centred crop.
+
+    Spatial axes first and colour channels as leading planes, as
+    :func:`restore.estimate_noise` reads a stack.
+    """
+    shape = np.shape(source.data)
+    n_sp = len(shape) - source.rgb
+    size = int(np.prod(shape[:n_sp], dtype=np.int64))
+    if size > NOISE_SAMPLE_VOXELS:  # shrink every axis by the same factor (a unit's spatial axes at least 2 long)
+        f = (NOISE_SAMPLE_VOXELS / size) ** (1.0 / n_sp)
+        keep = [max(2 if a >= n_sp - n_spatial else 1, int(s * f)) for a, s in enumerate(shape[:n_sp])]
+        box = tuple(slice((s - k) // 2, (s - k) // 2 + k) for s, k in zip(shape[:n_sp], keep, strict=True))
+    else:
+        box = ()
+    sample = as_float(np.asarray(source.data[box]))
+    colour, _ = split_alpha(sample, source.rgb)
+    return np.moveaxis(colour, -1, 0) if source.rgb else colour
+
+
+def photon_model(control: Control, source: Source, params: DenoiseParams, cache: LruCache | None = None
+                 ) -> Generator[Progress | None, None, NoiseInfo | None]:
+    """The layer's Poisson-Gaussian model: the values given, the others estimated once on a bounded sample."""
+    if params.noise != "poisson-gaussian":
+        return None
+    if params.gain is not None and params.sigma is not None:
+        return NoiseInfo(float(params.gain), float(params.sigma), False, False)
+    key = (source.key, "photon")
+    est = cache.get(key) if cache is not None else None
+    if est is None:
+        est = yield from control.call(_estimate_photons, noise_sample(source, params.n_spatial),
+                                      text="Estimating the photon noise\u2026")
+        if cache is not None:
+            cache.set(key, est)
+    if params.gain is None and not est.gain > 0:
+        raise ValueError(f"could not estimate a gain > 0 from {source.layer.name!r} (its noise does not grow with "
+                         "its level): give the gain, or choose Gaussian noise")
+    return NoiseInfo(float(est.gain if params.gain is None else params.gain),
+                     float(est.sigma if params.sigma is None else params.sigma),
+                     params.gain is None, params.sigma is None)
+
+
+def _estimate_photons(sample: np.ndarray, progress: Any = None) -> Any:
+    return restore.estimate_noise(sample, noise="poisson-gaussian")
+
+
+def lazy_result(source: Source, params: DenoiseParams, noise: NoiseInfo | None) -> Any:
+    """The lazy result of a Dask or multiscale layer: every level denoised by Dask blocks, nothing computed.
+
+    Each level of a multiscale layer is denoised on its own (a coarser level
+    has less noise: automatic values are set per level and block); a
+    photon model applies to the full-resolution level, coarser levels
+    estimate theirs per block.
+    """
+    import dask.array as da
+
+    outs = []
+    for k, level in enumerate(source.levels):
+        arr = level if is_lazy(level) else da.from_array(level)
+        colour, alpha = split_alpha(as_float(arr), source.rgb)
+        n = colour.ndim - source.rgb
+        kwargs = params.library_kwargs(noise if k == 0 else None)
+        if k > 0 and params.noise == "poisson-gaussian":
+            kwargs.update(gain=None, sigma=None)
+        elif k > 0 and params.sigma is not None:
+            kwargs.update(sigma=None)  # the σ given is the full resolution's
+        out = restore.denoise_wavelet_tree(colour, axes=tuple(range(n - params.n_spatial, n)),
+                                           channel_axis=-1 if source.rgb else None, **kwargs)
+        outs.append(like_input(with_alpha(out, alpha), source.dtype))
+    return outs if source.multiscale else outs[0]
 
 
 def denoise_task(control: Control, sources: Sequence[Source], params: DenoiseParams, cache: LruCache | None = None
                  ) -> Generator[Progress | Output | None, None, None]:
-    """Denoise every plane of every source; yield progress over them all and an :class:`Output` per source.
+    """Denoise every plane (or volume) of every source; yield progress and an :class:`Output` per source.
 
     Each output is a :class:`Denoised` in the source's dtype (integers
-    rounded and clipped).
+    rounded and clipped). Dask and multiscale sources give lazy results at
+    once (only a noise sample is read).
     """
-    sizes = [len(s.planes) * int(np.prod(s.data.shape[-3:-1] if s.rgb else s.data.shape[-2:])) for s in sources]
+    for s in sources:
+        s.check_volume(params.volume)
+    eager = [s for s in sources if not s.lazy]
+    for s in sources:
+        if s.lazy:
+            noise = yield from photon_model(control, s, params, cache)
+            yield Output(Denoised(s, lazy_result(s, params, noise), [], noise))
+    n_sp = params.n_spatial
+    sizes = [len(s.units(n_sp)) * int(np.prod(np.shape(s.data)[-n_sp - s.rgb:len(np.shape(s.data)) - s.rgb]))
+             for s in eager]
     total, done = max(1, sum(sizes)), 0
-    for s, size in zip(sources, sizes, strict=True):
-        planes = s.planes
+    for s, size in zip(eager, sizes, strict=True):
+        units = s.units(n_sp)
+        noise = yield from photon_model(control, s, params, cache)
         out = np.empty(np.shape(s.data), dtype=s.dtype if s.dtype.kind != "b" else np.float32)
         infos = []
-        for k, idx in enumerate(planes):
-            span = ((done + size * k / len(planes)) / total, (done + size * (k + 1) / len(planes)) / total)
-            where = f" plane {k + 1} of {len(planes)}" if len(planes) > 1 else ""
+        what = "volume" if params.volume else "plane"
+        for k, idx in enumerate(units):
+            span = ((done + size * k / len(units)) / total, (done + size * (k + 1) / len(units)) / total)
+            where = f" {what} {k + 1} of {len(units)}" if len(units) > 1 else ""
             text = f"Denoising {s.layer.name!r}{where}\u2026" if s.layer is not None else ""
-            den, info = yield from denoise_plane(control, s.data[idx], params, s.rgb, cache, (s.key, idx), span, text)
+            if params.whole_units:
+                den = yield from denoise_unit(control, s.data[idx], params, s.rgb, noise, span, text)
+            else:
+                den, info = yield from denoise_plane(control, s.data[idx], params, s.rgb, cache, (s.key, idx), span,
+                                                     text)
+                infos.append(info)
             out[idx] = like_input(den, out.dtype)
-            infos.append(info)
         done += size
-        yield Output(Denoised(s, out, infos))
+        yield Output(Denoised(s, out, infos, noise))
 
 
 def preview_task(control: Control, source: Source, idx: tuple[int, ...], region: tuple[int, int, int, int],
-                 params: DenoiseParams, cache: LruCache | None = None
+                 params: DenoiseParams, cache: LruCache | None = None, depth: tuple[int, int] | None = None
                  ) -> Generator[Progress | Output | None, None, None]:
     """Denoise ``region`` (rows r0:r1, columns c0:c1) of one plane; yield it as :class:`Output` ``(data, info)``.
 
-    With SURE not yet cached, the rule's result comes first (marked
-    ``provisional``), so the preview answers at once; SURE's follows.
+    With ``depth`` (volume mode) ``idx`` ends with the current plane's index
+    along the volume's first axis, and the sub-volume of planes
+    ``depth[0]:depth[1]`` is denoised; its current plane is what is shown.
+    With SURE not yet cached (plane path), the rule's result comes first
+    (marked ``provisional``), so the preview answers at once; SURE's follows.
+    ``info`` is a :class:`LamInfo` on the plane path, else a
+    :class:`NoiseInfo` (or None).
     """
     r0, r1, c0, c1 = region
+    if params.whole_units:
+        noise = yield from photon_model(control, source, params, cache)
+        if depth is not None:
+            z = idx[-1]
+            crop = np.asarray(source.data[idx[:-1] + (slice(*depth), slice(r0, r1), slice(c0, c1))])
+            out = yield from denoise_unit(control, crop, params, source.rgb, noise, (0.0, 1.0))
+            out = out[z - depth[0]]
+        else:
+            crop = np.asarray(source.data[idx + (slice(r0, r1), slice(c0, c1))])
+            out = yield from denoise_unit(control, crop, params, source.rgb, noise, (0.0, 1.0))
+        yield Output((like_input(out, source.dtype), noise))
+        return
     crop = np.asarray(source.data[idx + (slice(r0, r1), slice(c0, c1))])
     key = (source.key, idx, region)
     if params.lam_mode == "sure" and (cache is None or (key, params.lam_key()) not in cache):
@@ -245,11 +487,18 @@ def _fmt(values: Sequence[float]) -> str:
     return ", ".join(f"{v:.4g}" for v in values)
 
 
-def format_info(info: LamInfo | Sequence[LamInfo]) -> str:
-    """One line for the widget: sigma and lam used (a range over several planes)."""
+def format_info(info: LamInfo | NoiseInfo | Sequence[LamInfo] | None, params: DenoiseParams | None = None) -> str:
+    """One line for the widget: sigma and lam used (a range over several planes), or the photon model."""
+    if info is None or isinstance(info, NoiseInfo) or (not isinstance(info, LamInfo) and not list(info)):
+        if params is None or not params.whole_units:
+            return ""
+        unit = "volume" if params.volume else "plane"
+        lam = (f"\u03bb = {params.lam:.4g} (manual)" if params.lam_mode == "manual"
+               else f"\u03bb by {_MODE_LABELS[params.lam_mode]} per {unit}")
+        noise = info.text() if isinstance(info, NoiseInfo) else (
+            f"\u03c3 = {params.sigma:.4g} (given)" if params.sigma is not None else f"\u03c3 estimated per {unit}")
+        return f"{noise} \u00b7 {lam}"
     infos = [info] if isinstance(info, LamInfo) else list(info)
-    if not infos:
-        return ""
     first = infos[0]
     mode = _MODE_LABELS[first.mode]
     if first.mode != "manual":
@@ -301,6 +550,10 @@ class DenoiseWidget(RestoreWidget):
     PREVIEW_MARGIN_PX = 32
     #: Preview regions have sides in multiples of this: panning reuses the library's wavelet plans.
     PREVIEW_QUANTUM_PX = 64
+    #: Planes of a volume preview's sub-volume: enough for the 3-D transform's levels of a thicker stack.
+    PREVIEW_DEPTH_PLANES = 32
+    #: Largest sub-volume a volume preview computes (voxels): about 2 s with SURE and no shifts on 2 busy cores.
+    PREVIEW_MAX_VOXELS = 32 * 128 * 128
 
     def __init__(self, napari_viewer: napari.viewer.Viewer) -> None:
         super().__init__(napari_viewer)
@@ -313,25 +566,50 @@ class DenoiseWidget(RestoreWidget):
         self._apply_infos: list[LamInfo] = []
         self._last_info: LamInfo | None = None
 
+        self.process = ComboBox(label="process as", choices=self._process_choices, value=False, name="process",
+                                tooltip="Plane by plane (photographs, time series, stacks of unrelated planes), "
+                                        "or each 3-D volume as a whole (z-stacks: uses the third dimension; "
+                                        "offered for layers with 3 spatial axes)")
+        from restore.denoise import NOISE_MODELS
+
+        self.noise = ComboBox(choices=[(NOISE_LABELS.get(m, m), m) for m in NOISE_MODELS],
+                              value=library_default("noise"), name="noise",
+                              tooltip="Gaussian: the same noise everywhere (photographs). Poisson-Gaussian: "
+                                      "photon noise that grows with brightness, plus camera read noise "
+                                      "(fluorescence microscopy)")
+        self.gain = FloatSpinBox(value=0.0, min=0.0, max=1e12, step=1e-4, name="gain",
+                                 tooltip="Poisson-Gaussian: image units per photon; 0 = estimate it from the "
+                                         "image (the estimate is reported)")
+        self.gain.adaptive_step = True
+        self._gain_label = Label(value="gain")
+        noise_row = Container(widgets=[self.noise, self._gain_label, self.gain], layout="horizontal",
+                              labels=False, label="noise")
+        noise_row.margins = (0, 0, 0, 0)
         self.sigma_auto = CheckBox(text="auto", value=True, name="sigma_auto",
-                                   tooltip="Estimate the noise level on each plane")
+                                   tooltip="Estimate the noise level on each plane (each volume; with "
+                                           "Poisson-Gaussian noise, the read noise once for the layer)")
         self.sigma = FloatSpinBox(value=0.0, min=0.0, max=1e12, step=1e-5, enabled=False, name="sigma",
-                                  tooltip="Standard deviation of the noise, in the image's units")
+                                  tooltip="Standard deviation of the noise, in the image's units (with "
+                                          "Poisson-Gaussian noise: of the camera's read noise)")
         self.sigma.adaptive_step = True
-        self.estimate = PushButton(text="Estimate", tooltip="Estimate the noise level on the plane shown")
+        self.estimate = PushButton(text="Estimate", tooltip="Estimate the noise level on the plane shown (with "
+                                                            "Poisson-Gaussian noise: the layer's gain and read "
+                                                            "noise)")
         sigma_row = Container(widgets=[self.sigma_auto, self.sigma, self.estimate], layout="horizontal",
                               labels=False, label="noise level \u03c3")
         sigma_row.margins = (0, 0, 0, 0)
         self.multiplier = FloatSpinBox(label="strength \u00d7", value=1.0, min=0.0, max=100.0, step=0.05,
                                        name="multiplier",
                                        tooltip="Multiplies the automatic \u03bb: above 1 smooths more, below 1 "
-                                               "keeps more detail")
-        self.cycle_spins = SpinBox(label="shifts averaged", value=0, min=0, max=64, name="cycle_spins",
+                                               "keeps more detail (plane by plane with Gaussian noise; "
+                                               "otherwise the library's \u03bb is used as it is)")
+        self.cycle_spins = SpinBox(label="shifts averaged", value=library_default("cycle_spins"), min=0, max=64,
+                                   name="cycle_spins",
                                    tooltip="Average the result over this many shifted copies (cycle spinning): "
                                            "fewer blocky artefacts, proportionally slower")
         self.preview = CheckBox(text="Preview (the part in view)", value=False, name="preview",
                                 tooltip="Show the result on the part of the current plane in view, updated "
-                                        "as you change settings, pan or zoom")
+                                        "as you change settings, pan or zoom (volumes: a sub-volume around it)")
         self.info = Label(value="", visible=False, tooltip="Noise level and \u03bb used by the last run or preview")
         self.info.native.setWordWrap(True)
         # Advanced
@@ -339,38 +617,46 @@ class DenoiseWidget(RestoreWidget):
                                  tooltip="SURE: Stein's unbiased risk estimate, best (convex penalties); "
                                          "rule: calibrated on natural images, instant; manual: the value below")
         self.lam = FloatSpinBox(label="\u03bb (manual)", value=0.0, min=0.0, max=1e15, step=1e-6, enabled=False,
-                                name="lam", tooltip="Absolute \u03bb in the image's units, used when "
-                                                    "'\u03bb from' is manual")
+                                name="lam", tooltip="Absolute \u03bb in the image's units (Poisson-Gaussian: in "
+                                                    "the stabilised units, noise 1), used when '\u03bb from' is "
+                                                    "manual")
         self.lam.adaptive_step = True
-        self.penalty = ComboBox(label="penalty", choices=restore.PENALTIES, value="tree_l2", name="penalty",
+        self.penalty = ComboBox(label="penalty", choices=restore.PENALTIES, value=library_default("penalty"),
+                                name="penalty",
                                 tooltip="tree_l2 (best on natural images), tree_linf, tree_l0 (Donoho's tree "
                                         "pruning), l1 (soft threshold), l0 (hard threshold)")
-        self.wavelet = ComboBox(label="wavelet", choices=WAVELETS, value="db3", name="wavelet",
+        self.wavelet = ComboBox(label="wavelet", choices=WAVELETS, value=library_default("wavelet"), name="wavelet",
                                 tooltip="Orthogonal wavelet of the transform")
-        self.penalize_approx = CheckBox(text="shrink the coarsest band too", value=False, name="penalize_approx",
+        self.penalize_approx = CheckBox(text="shrink the coarsest band too", value=library_default("penalize_approx"),
+                                        name="penalize_approx",
                                         tooltip="Penalise the approximation band as well (off: it is kept)")
         self.all_selected = CheckBox(text="every selected image", value=False, name="all_selected",
                                      tooltip="Denoise every image layer selected in the layer list, in one go")
         self.apply_button = self.runner.run_button
         self._finish_layout(
-            main=[self.image, sigma_row, self.multiplier, self.cycle_spins, self.preview],
+            main=[self.image, self.process, noise_row, sigma_row, self.multiplier, self.cycle_spins,
+                  self.preview],
             advanced=[self.lam_mode, self.lam, self.penalty, self.wavelet, self.penalize_approx,
                       self.all_selected, self.keep_each_run],
             after=[self.info],
-            persisted=[self.sigma_auto, self.sigma, self.multiplier, self.cycle_spins, self.penalty,
-                       self.lam_mode, self.lam, self.wavelet, self.penalize_approx, self.all_selected,
+            persisted=[self.process, self.noise, self.gain, self.sigma_auto, self.sigma, self.multiplier,
+                       self.cycle_spins, self.penalty, self.lam_mode, self.lam, self.wavelet, self.penalize_approx,
+                       self.all_selected,
                        self.keep_each_run])
         self._on_penalty_changed()
         self._on_sigma_auto_changed(self.sigma_auto.value)
         self._on_mode_changed(self.lam_mode.value)
+        self._on_noise_changed()
 
         self._timer = QTimer(self.native)
         self._timer.setSingleShot(True)
         self._timer.setInterval(self.PREVIEW_DELAY_MS)
         self._timer.timeout.connect(self.update_preview)
         for w in (self.image, self.wavelet, self.sigma, self.multiplier, self.lam, self.cycle_spins,
-                  self.penalize_approx):
+                  self.penalize_approx, self.gain):
             w.changed.connect(self._schedule_preview)
+        self.process.changed.connect(self._on_noise_changed)
+        self.noise.changed.connect(self._on_noise_changed)
         self.image.changed.connect(self._on_image_changed)
         self.penalty.changed.connect(self._on_penalty_changed)
         self.sigma_auto.changed.connect(self._on_sigma_auto_changed)
@@ -399,11 +685,28 @@ class DenoiseWidget(RestoreWidget):
 
     def params(self) -> DenoiseParams:
         """The current settings (raises ValueError on an invalid combination)."""
+        pg = self.noise.value == "poisson-gaussian"
+        whole = bool(self.process.value) or pg
         return DenoiseParams(
             wavelet=self.wavelet.value, penalty=self.penalty.value,
             sigma=None if self.sigma_auto.value else float(self.sigma.value),
-            lam_mode=self.lam_mode.value, multiplier=float(self.multiplier.value), lam=float(self.lam.value),
-            cycle_spins=int(self.cycle_spins.value), penalize_approx=bool(self.penalize_approx.value))
+            lam_mode=self.lam_mode.value, multiplier=1.0 if whole else float(self.multiplier.value),
+            lam=float(self.lam.value), cycle_spins=int(self.cycle_spins.value),
+            penalize_approx=bool(self.penalize_approx.value), volume=bool(self.process.value),
+            noise=self.noise.value, gain=float(self.gain.value) if pg and self.gain.value > 0 else None)
+
+    def _process_choices(self, _widget: Any = None) -> list[tuple[str, bool]]:
+        layer = self.image.value if getattr(self, "image", None) is not None else None
+        choices = [("plane by plane", False)]
+        if layer is not None and np.ndim(full_resolution(layer)) - bool(layer.rgb) >= 3:
+            choices.append(("volume (3-D)", True))
+        return choices
+
+    def _on_noise_changed(self, *_: Any) -> None:
+        pg = self.noise.value == "poisson-gaussian"
+        self.gain.enabled = self._gain_label.enabled = pg
+        self.multiplier.enabled = not (pg or self.process.value) and self.lam_mode.value != "manual"
+        self._schedule_preview()
 
     def _mode_choices(self, _widget: Any = None) -> list[tuple[str, str]]:
         convex = getattr(self, "penalty", None) is None or self.penalty.value in CONVEX
@@ -436,6 +739,7 @@ class DenoiseWidget(RestoreWidget):
         self._watched_layer = layer
         if layer is not None:
             layer.events.data.connect(self._on_data_changed)
+        self.process.reset_choices()
 
     def _on_data_changed(self, *_: Any) -> None:
         self._lam_cache.clear()
@@ -456,7 +760,7 @@ class DenoiseWidget(RestoreWidget):
     def _on_mode_changed(self, mode: str) -> None:
         manual = mode == "manual"
         self.lam.enabled = manual
-        self.multiplier.enabled = not manual
+        self.multiplier.enabled = not manual and not (self.process.value or self.noise.value != "gaussian")
         if manual and self.lam.value == 0 and self._last_info is not None:
             self.lam.value = self._last_info.lam[0]
         self._schedule_preview()
@@ -499,13 +803,19 @@ class DenoiseWidget(RestoreWidget):
             return
         try:
             layer = self.image.value
-            source = Source.of(layer)
+            source = Source.of(layer, multiscale_ok=True)
             params = self.params()
+            source.check_volume(params.volume)
             idx = current_plane_index(layer, self._viewer.dims.point)
             visible, centre = self._view(layer)
-            region, capped = preview_region(plane_shape(layer), visible, centre,
-                                            max_pixels=self.PREVIEW_MAX_PIXELS, margin=self.PREVIEW_MARGIN_PX,
-                                            quantum=self.PREVIEW_QUANTUM_PX)
+            depth, max_pixels = None, self.PREVIEW_MAX_PIXELS
+            if params.volume:  # a sub-volume of planes around the current one; as many pixels in all
+                n_z = np.shape(source.data)[len(idx) - 1]
+                size = min(n_z, self.PREVIEW_DEPTH_PLANES)
+                z0 = int(min(max(0, idx[-1] - size // 2), n_z - size))
+                depth, max_pixels = (z0, z0 + size), self.PREVIEW_MAX_VOXELS // size
+            region, capped = preview_region(plane_shape(layer), visible, centre, max_pixels=max_pixels,
+                                            margin=self.PREVIEW_MARGIN_PX, quantum=self.PREVIEW_QUANTUM_PX)
         except Exception as exc:  # noqa: BLE001
             self.show_error(exc)
             return
@@ -521,16 +831,19 @@ class DenoiseWidget(RestoreWidget):
         size = f"{r1 - r0}\u00d7{c1 - c0}"
         note = (f"Preview: a {size} region around the view's centre (zoom in to preview elsewhere)" if capped
                 else f"Preview of the part in view ({size} pixels)")
+        if depth is not None:
+            note += f", denoised as a volume of {depth[1] - depth[0]} planes"
         self.status.value = note + "\u2026"
         shown = shown + (region, capped)
-        job = Job(preview_task, source, idx, region, params, self._lam_cache,
-                  on_yield=lambda v: self._on_preview_result(v, source, idx, region, shown, note),
+        job = Job(preview_task, source, idx, region, params, self._lam_cache, depth,
+                  on_yield=lambda v: self._on_preview_result(v, source, idx, region, shown, note, params, depth),
                   on_error=self.show_error, on_finish=self._on_preview_finished)
         self._preview_job = job
         job.start()
 
     def _on_preview_result(self, value: Any, source: Source, idx: tuple[int, ...],
-                           region: tuple[int, int, int, int], shown: tuple[Any, ...], note: str) -> None:
+                           region: tuple[int, int, int, int], shown: tuple[Any, ...], note: str,
+                           params: DenoiseParams, depth: tuple[int, int] | None = None) -> None:
         if not isinstance(value, Output) or self._inactive or not self.preview.value:
             return
         out, info = value.value
@@ -538,10 +851,11 @@ class DenoiseWidget(RestoreWidget):
         if not self._present(layer):
             return
         data = out.reshape((1,) * len(idx) + out.shape)
-        self._last_info = info
-        self._show_info(format_info(info))
+        if isinstance(info, LamInfo):
+            self._last_info = info
+        self._show_info(format_info(info, params))
         record = {"widget": self.KIND, "preview": True, "source": layer.name, "plane": list(idx),
-                  "region": list(region)}
+                  "region": list(region), "volume_planes": None if depth is None else list(depth)}
         kwargs = layer_kwargs(layer, f"{layer.name} [preview]", record)
         kwargs["translate"] = offset_translate(layer, idx + (region[0], region[2]))
         prev = self._preview_layer
@@ -560,7 +874,7 @@ class DenoiseWidget(RestoreWidget):
             selection.clear()  # a preview is transient: the user's selection stays as it was
             selection.update(previous)
         self._preview_shown = shown
-        if not info.provisional:
+        if not getattr(info, "provisional", False):
             self.status.value = note + "."
 
     def _show_info(self, text: str) -> None:
@@ -603,23 +917,36 @@ class DenoiseWidget(RestoreWidget):
     # -- sigma -------------------------------------------------------------
 
     def estimate_sigma(self, *_: Any) -> Job | None:
-        """Estimate sigma on the current plane (in the background), fill the box and switch auto off."""
+        """Estimate sigma on the current plane (in the background), fill the box and switch auto off.
+
+        With Poisson-Gaussian noise, estimate the layer's gain and read noise
+        instead (on a bounded part of it) and fill both boxes.
+        """
         if self.runner.busy:
             return None
         try:
             layer = self.image.value
-            source = Source.of(layer)
+            source = Source.of(layer, multiscale_ok=True)
             idx = current_plane_index(layer, self._viewer.dims.point)
+            params = replace(self.params(), gain=None, sigma=None)
         except Exception as exc:  # noqa: BLE001
             self.show_error(exc)
             return None
+        self._install_close_hook()
+        if params.noise == "poisson-gaussian":
+            def found(noise: NoiseInfo) -> None:
+                self.gain.value, self.sigma.value = noise.gain, noise.sigma
+                self.sigma_auto.value = False
+                self.status.value = f"Estimated on {layer.name!r}: {noise.text()}."
+
+            return self.runner.start(Task(photon_model, (source, params, self._lam_cache),
+                                          text="Estimating the photon noise\u2026", on_return=found))
 
         def done(value: float) -> None:
             self.sigma.value = value
             self.sigma_auto.value = False
             self.status.value = f"Estimated \u03c3 = {value:.4g} on the plane shown."
 
-        self._install_close_hook()
         return self.runner.start(Task(estimate_task, (source, idx), text="Estimating the noise level\u2026",
                                       on_return=done))
 
@@ -630,7 +957,9 @@ class DenoiseWidget(RestoreWidget):
         layers = self._inputs(bool(self.all_selected.value))
         if not layers:
             raise ValueError("choose an image layer first")
-        sources = [Source.of(layer) for layer in layers]
+        sources = [Source.of(layer, multiscale_ok=True) for layer in layers]
+        for source in sources:
+            source.check_volume(params.volume)
         self._apply_infos = []
         n = len(sources)
         text = f"Denoising {n} images\u2026" if n > 1 else f"Denoising {layers[0].name!r}\u2026"
@@ -642,13 +971,26 @@ class DenoiseWidget(RestoreWidget):
         layer = result.source.layer
         if not self._present(layer):
             return
-        record = {"source": layer.name, "params": asdict(params), "lam": [list(i.lam) for i in result.infos],
-                  "sigma": [list(i.sigma) for i in result.infos]}
-        out = self.add_result(layer, result.data, f"{layer.name} [{params.penalty}]", record)
+        record: dict[str, Any] = {"source": layer.name, "params": asdict(params),
+                                  "lam": [list(i.lam) for i in result.infos],
+                                  "sigma": [list(i.sigma) for i in result.infos],
+                                  "lazy": result.source.lazy}
+        if result.noise is not None:
+            record["noise"] = result.noise.record()
+        kwargs = layer_kwargs(layer, "", {})
+        if result.source.multiscale:
+            kwargs["multiscale"] = True
+        out = self.add_result(layer, result.data, f"{layer.name} [{params.penalty}]", record, kwargs)
         self._apply_infos = list(result.infos)
         if result.infos:
             self._last_info = result.infos[-1]
             self._show_info(format_info(result.infos))
+        else:
+            self._show_info(format_info(result.noise, params))
+        if result.noise is not None and (result.noise.gain_estimated or result.noise.sigma_estimated):
+            from napari.utils.notifications import show_info
+
+            show_info(f"restore-tree: photon noise of {layer.name!r}: {result.noise.text()}")
         self._added.append(out.name)
 
     def run(self) -> Any:

@@ -23,7 +23,6 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import numpy as np
 from magicgui.widgets import CheckBox, ComboBox, Container, PushButton
 
 from ._common import RECORD_KEY, is_input_image, layer_kwargs
@@ -276,8 +275,10 @@ class RestoreWidget(Container):
         kwargs["name"] = name
         kwargs.setdefault("metadata", {})[RECORD_KEY] = record
         old = self._results.get(source.unique_id) if source is not None else None
+        multiscale = bool(kwargs.get("multiscale", False))
         if (old is not None and not self.keep_each_run.value and self._present(old)
-                and bool(old.rgb) == bool(kwargs.get("rgb", False)) and old.data.ndim == np.ndim(data)):
+                and bool(old.rgb) == bool(kwargs.get("rgb", False)) and bool(old.multiscale) == multiscale
+                and (multiscale or old.ndim == data.ndim)):  # data.ndim, not np.ndim: a Dask array stays lazy
             layer = old  # replace the previous result in place: it keeps its place in the layer list
             layer.data = data
             for attr in ("scale", "translate", "contrast_limits", "gamma", "colormap"):
