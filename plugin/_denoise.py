@@ -581,7 +581,7 @@ class DenoiseWidget(RestoreWidget):
                                  tooltip="Poisson-Gaussian: image units per photon; 0 = estimate it from the "
                                          "image (the estimate is reported)")
         self.gain.adaptive_step = True
-        self._gain_label = Label(value="gain")
+        self._gain_label = Label(value="gain", tooltip="Poisson-Gaussian: image units per photon (0: estimated)")
         noise_row = Container(widgets=[self.noise, self._gain_label, self.gain], layout="horizontal",
                               labels=False, label="noise")
         noise_row.margins = (0, 0, 0, 0)

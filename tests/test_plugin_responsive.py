@@ -73,13 +73,15 @@ def test_progress_moves_within_a_single_plane(make_napari_viewer, qtbot, errors)
 def test_inpaint_progress_reaches_the_bar(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
     _, widget = viewer.window.add_plugin_dock_widget(PLUGIN, "Inpaint")
-    img = np.random.default_rng(0).random((128, 128)).astype(np.float32)
-    labels = np.zeros((128, 128), np.uint8)
-    labels[60:64, 4:124] = 1
+    # long enough (about 0.5 s) for the bar's updates, which come at most every REPORT_INTERVAL_S
+    img = np.random.default_rng(0).random((384, 384)).astype(np.float32)
+    labels = np.zeros((384, 384), np.uint8)
+    labels[40::48, 4:380] = 1
+    labels[41::48, 4:380] = 1
     widget.image.value = viewer.add_image(img, name="noise")
     widget.mask.value = viewer.add_labels(labels, name="scratch")
     widget.learned.value = "shipped"  # as is: no adaptation to the image, a fast test
-    widget.n_passes.value = 4
+    widget.n_passes.value = 6
     seen = []
     widget.progress.changed.connect(seen.append)
     widget.run_button.clicked.emit()
