@@ -1,8 +1,8 @@
 """Open napari under Xvfb, run each widget on the sample data as a user would, save real-window screenshots.
 
-Denoise and Inpaint are shown after pressing Compare (the input and the
-result side by side, napari's grid mode); Learn shows the atoms laid out as
-their tree. Widget settings start from their defaults (a temporary settings
+Denoise (a photograph, and a volume under photon noise) and Inpaint are
+shown after pressing Compare (the input and the result side by side,
+napari's grid mode); Learn shows the atoms laid out as their tree. Widget settings start from their defaults (a temporary settings
 file), not from the user's.
 
     bash .ci/setup && .venv/bin/python docs/screenshots.py [--out docs/screenshots]
@@ -87,6 +87,22 @@ def main() -> None:
         viewer.screenshot(str(out / "denoise.png"), canvas_only=False)
         print(f"wrote {out / 'denoise.png'}")
         denoise.compare.clicked.emit()
+
+        # Denoise a volume under photon noise: volume (3-D), Poisson-Gaussian, gain estimated; Compare.
+        viewer.layers.clear()
+        viewer.open_sample(PLUGIN, "noisy_nuclei_volume")
+        _pick(denoise.image, viewer.layers["nuclei (noisy)"])
+        denoise.process.value = True
+        denoise.noise.value = "poisson-gaussian"
+        denoise.apply_button.clicked.emit()
+        _wait(app, lambda: "nuclei (noisy) [tree_l2]" in viewer.layers and not denoise.busy, widget=denoise)
+        viewer.dims.set_current_step(0, 16)
+        denoise.compare.clicked.emit()
+        _settle(app)
+        viewer.screenshot(str(out / "volume.png"), canvas_only=False)
+        print(f"wrote {out / 'volume.png'}")
+        denoise.compare.clicked.emit()
+        denoise.noise.value = "gaussian"  # the photographs below
 
         # Inpaint and learn, when those widgets are present.
         names = {w for _, w in _widget_names()}

@@ -656,7 +656,7 @@ class DenoiseWidget(RestoreWidget):
                   self.penalize_approx, self.gain):
             w.changed.connect(self._schedule_preview)
         self.process.changed.connect(self._on_noise_changed)
-        self.noise.changed.connect(self._on_noise_changed)
+        self.noise.changed.connect(self._on_noise_model_changed)
         self.image.changed.connect(self._on_image_changed)
         self.penalty.changed.connect(self._on_penalty_changed)
         self.sigma_auto.changed.connect(self._on_sigma_auto_changed)
@@ -701,6 +701,11 @@ class DenoiseWidget(RestoreWidget):
         if layer is not None and np.ndim(full_resolution(layer)) - bool(layer.rgb) >= 3:
             choices.append(("volume (3-D)", True))
         return choices
+
+    def _on_noise_model_changed(self, *_: Any) -> None:
+        # a σ typed or estimated for one model means another thing in the other (all the noise, or read noise)
+        self.sigma_auto.value = True
+        self._on_noise_changed()
 
     def _on_noise_changed(self, *_: Any) -> None:
         pg = self.noise.value == "poisson-gaussian"

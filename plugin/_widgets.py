@@ -305,7 +305,11 @@ class RestoreWidget(Container):
         self.compare.text = "Back" if self._compare_state is not None else "Compare"
 
     def toggle_compare(self) -> None:
-        """Show the last input and its result side by side (grid mode, nothing else visible), or go back."""
+        """Show the last input and its result side by side, or go back to the view as it was.
+
+        Side by side: napari's grid mode, nothing else visible, the view
+        fitted to both images.
+        """
         viewer = self._viewer
         if self._compare_state is not None:
             state, self._compare_state = self._compare_state, None
@@ -313,17 +317,22 @@ class RestoreWidget(Container):
                 if self._present(layer):
                     layer.visible = visible
             _grid(viewer).enabled = state["grid"]
+            camera = _camera(viewer)
+            camera.center, camera.zoom = state["camera"]
             self._update_compare()
             return
         pair = self._last_pair
         if pair is None or not all(self._present(x) for x in pair):
             self.runner.show_error("run the widget first: there is no result to compare")
             return
+        camera = _camera(viewer)
         self._compare_state = {"pair": pair, "grid": _grid(viewer).enabled,
-                               "visible": [(layer, layer.visible) for layer in viewer.layers]}
+                               "visible": [(layer, layer.visible) for layer in viewer.layers],
+                               "camera": (tuple(camera.center), float(camera.zoom))}
         for layer in viewer.layers:
             layer.visible = any(_same(layer, x) for x in pair)
         _grid(viewer).enabled = True
+        viewer.reset_view()  # both images whole in their cells; Back restores the view
         self._update_compare()
 
     # -- closing -----------------------------------------------------------

@@ -180,11 +180,16 @@ def test_compare_shows_input_and_result_side_by_side(make_napari_viewer, qtbot, 
     widget.image.value = src
     widget.apply_button.clicked.emit()
     qtbot.waitUntil(lambda: not widget.busy and "photo [tree_l2]" in viewer.layers, timeout=TIMEOUT)
+    camera = viewer.scene.camera if hasattr(viewer, "scene") else viewer.camera
+    camera.zoom *= 4  # the user had zoomed in on a detail
+    view = (tuple(camera.center), camera.zoom)
     widget.compare.clicked.emit()
     assert viewer.canvas.grid.enabled
     assert [layer.name for layer in viewer.layers if layer.visible] == ["photo", "photo [tree_l2]"]
+    assert camera.zoom < view[1] / 2  # fitted to show both images whole
     widget.compare.clicked.emit()  # and back as it was
     assert not viewer.canvas.grid.enabled and other.visible and src.visible
+    assert (tuple(camera.center), camera.zoom) == view
     assert not errors
 
 

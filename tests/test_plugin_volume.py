@@ -341,3 +341,14 @@ def test_widget_defaults_are_the_librarys(make_napari_viewer, qtbot):
             learn.n_patches.value, learn.epochs.value) == (
         tuple(d["branching"]), d["patch_size"], d["lam"], d["n_patches"], d["n_epochs"])
     assert learn.n_atoms.value == restore.Tree.balanced(d["branching"]).n_vars
+
+
+def test_changing_the_noise_model_sets_sigma_back_to_automatic(make_napari_viewer, qtbot, errors):
+    """A σ estimated under Gaussian noise is not the read noise of the Poisson-Gaussian model."""
+    viewer = make_napari_viewer()
+    widget = _dock(viewer, qtbot)
+    widget.image.value = viewer.add_image(_blobs((64, 64))[1], name="photo")
+    _press(qtbot, viewer, widget, widget.estimate)
+    assert widget.sigma_auto.value is False and widget.sigma.value > 0
+    widget.noise.value = "poisson-gaussian"
+    assert widget.sigma_auto.value is True and widget.params().sigma is None and not errors
