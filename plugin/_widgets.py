@@ -169,9 +169,9 @@ class RestoreWidget(Container):
         self.extend([self.form, self.advanced, self.runner, *(after or [])])
         settings = Settings(self.KIND)
         persisted = list(persisted)
+        self._select_default()  # first: some choices (a volume) depend on the image
         settings.restore(persisted)
         settings.remember(persisted)
-        self._select_default()
 
     # -- layer boxes -------------------------------------------------------
 

@@ -352,3 +352,17 @@ def test_changing_the_noise_model_sets_sigma_back_to_automatic(make_napari_viewe
     assert widget.sigma_auto.value is False and widget.sigma.value > 0
     widget.noise.value = "poisson-gaussian"
     assert widget.sigma_auto.value is True and widget.params().sigma is None and not errors
+
+
+def test_volume_mode_and_noise_model_are_remembered(make_napari_viewer, qtbot, errors):
+    viewer = make_napari_viewer()
+    viewer.add_image(_blobs((32, 32))[1], name="photo")  # first in the list, but 2-D
+    stack = viewer.add_image(_blobs((8, 32, 32))[1], name="stack")
+    viewer.layers.selection.active = stack
+    widget = _dock(viewer, qtbot)
+    widget.process.value = True
+    widget.noise.value = "poisson-gaussian"
+    widget.gain.value = 0.25
+    again = _dock(viewer, qtbot)  # a new session's widget, on the selected 3-D layer
+    assert (again.process.value, again.noise.value, again.gain.value) == (True, "poisson-gaussian", 0.25)
+    assert not errors
