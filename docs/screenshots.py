@@ -2,8 +2,9 @@
 
 Denoise (a photograph, and a volume under photon noise) and Inpaint are
 shown after pressing Compare (the input and the result side by side,
-napari's grid mode); Learn shows the atoms laid out as their tree. Widget settings start from their defaults (a temporary settings
-file), not from the user's.
+napari's grid mode); Learn shows the atoms laid out as their tree. Widget
+settings start from their defaults (a temporary settings file), not from
+the user's.
 
     bash .ci/setup && .venv/bin/python docs/screenshots.py [--out docs/screenshots]
 
