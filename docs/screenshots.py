@@ -1,4 +1,10 @@
-"""Open napari under Xvfb, run each widget on the sample data, save real-window screenshots.
+"""Open napari under Xvfb, run each widget on the sample data as a user would, save real-window screenshots.
+
+Denoise (a photograph, and a volume under photon noise) and Inpaint are
+shown after pressing Compare (the input and the result side by side,
+napari's grid mode); Learn shows the atoms laid out as their tree. Widget
+settings start from their defaults (a temporary settings file), not from
+the user's.
 
     bash .ci/setup && .venv/bin/python docs/screenshots.py [--out docs/screenshots]
 
@@ -15,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -57,6 +64,8 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     xvfb = _start_xvfb()
+    settings = tempfile.TemporaryDirectory()
+    os.environ["RESTORE_PLUGIN_SETTINGS"] = str(Path(settings.name) / "settings.ini")  # defaults, not the user's
     try:
         import napari
         from qtpy.QtWidgets import QApplication
@@ -65,17 +74,36 @@ def main() -> None:
         viewer.window._qt_window.resize(1500, 900)  # noqa: SLF001
         app = QApplication.instance()
 
-        # Denoise: estimate sigma, preview, apply on the noisy camera.
+        # Denoise: estimate sigma, denoise, then Compare shows the input and the result side by side.
         viewer.open_sample(PLUGIN, "noisy_camera")
         _, denoise = viewer.window.add_plugin_dock_widget(PLUGIN, "Denoise (wavelet tree)")
         _wait(app, lambda: not denoise.busy)
         _pick(denoise.image, viewer.layers["camera"])
         denoise.estimate.clicked.emit()
+        _wait(app, lambda: not denoise.busy, widget=denoise)
         denoise.apply_button.clicked.emit()
         _wait(app, lambda: "camera [tree_l2]" in viewer.layers and not denoise.busy, widget=denoise)
-        viewer.layers["camera"].visible = False
+        denoise.compare.clicked.emit()
+        _settle(app)
         viewer.screenshot(str(out / "denoise.png"), canvas_only=False)
         print(f"wrote {out / 'denoise.png'}")
+        denoise.compare.clicked.emit()
+
+        # Denoise a volume under photon noise: volume (3-D), Poisson-Gaussian, gain estimated; Compare.
+        viewer.layers.clear()
+        viewer.open_sample(PLUGIN, "noisy_nuclei_volume")
+        _pick(denoise.image, viewer.layers["nuclei (noisy)"])
+        denoise.process.value = True
+        denoise.noise.value = "poisson-gaussian"
+        denoise.apply_button.clicked.emit()
+        _wait(app, lambda: "nuclei (noisy) [tree_l2]" in viewer.layers and not denoise.busy, widget=denoise)
+        viewer.dims.set_current_step(0, 16)
+        denoise.compare.clicked.emit()
+        _settle(app)
+        viewer.screenshot(str(out / "volume.png"), canvas_only=False)
+        print(f"wrote {out / 'volume.png'}")
+        denoise.compare.clicked.emit()
+        denoise.noise.value = "gaussian"  # the photographs below
 
         # Inpaint and learn, when those widgets are present.
         names = {w for _, w in _widget_names()}
@@ -83,25 +111,42 @@ def main() -> None:
             viewer.layers.clear()
             viewer.open_sample(PLUGIN, "cat_with_text")
             _, inpaint = viewer.window.add_plugin_dock_widget(PLUGIN, "Inpaint")
+            _pick(inpaint.image, viewer.layers["chelsea with text"])
             inpaint.run()
             _wait(app, lambda: any(layer.name.endswith("[inpainted]") for layer in viewer.layers)
-                  and not inpaint.busy)
+                  and not inpaint.busy, widget=inpaint)
+            inpaint.compare.clicked.emit()
+            _settle(app)
             viewer.screenshot(str(out / "inpaint.png"), canvas_only=False)
             print(f"wrote {out / 'inpaint.png'}")
+            inpaint.compare.clicked.emit()
         if "Learn dictionary" in names:
             viewer.layers.clear()
             viewer.open_sample(PLUGIN, "cat_with_text")
             _, learn = viewer.window.add_plugin_dock_widget(PLUGIN, "Learn dictionary")
+            _pick(learn.image, viewer.layers["chelsea with text"])
+            _pick(learn.exclude, viewer.layers["text mask"])
             learn.run()
-            _wait(app, lambda: any("atoms" in layer.name for layer in viewer.layers) and not learn.busy)
+            _wait(app, lambda: any("atoms" in layer.name for layer in viewer.layers) and not learn.busy,
+                  widget=learn)
             for layer in viewer.layers:
                 layer.visible = "atoms" in layer.name
             viewer.reset_view()
+            _settle(app)
             viewer.screenshot(str(out / "learn.png"), canvas_only=False)
             print(f"wrote {out / 'learn.png'}")
         viewer.close()
     finally:
+        settings.cleanup()
         xvfb.terminate()
+
+
+def _settle(app, seconds: float = 0.5) -> None:
+    """Let the window redraw (grid mode, new layers) before a screenshot."""
+    t0 = time.time()
+    while time.time() - t0 < seconds:
+        app.processEvents()
+        time.sleep(0.02)
 
 
 def _widget_names() -> list[tuple[str, str]]:

@@ -1,52 +1,59 @@
-"""Helpers shared by the widgets: planes of a layer, derived layers, jobs, messages.
-
-Nothing here imports Qt at module level: :class:`Job` imports napari's
-``create_worker`` only when it starts a thread, so the plane and layer
-helpers can be tested without a display.
+"""Plumbing shared by the widgets, free of Qt: planes, types, derived layers, the preview's region.
 
 Conventions shared by every widget:
 
 - a layer is processed plane by plane; a plane is the last two axes of the
   data, plus the colour axis when ``layer.rgb`` (then ``channel_axis=-1``);
-- planes are converted to float (``float32`` for integers and ``float16``),
-  keeping the layer's units, so that ``sigma`` and ``lam`` are in the units
-  the user sees;
-- results are new layers that keep the source's transform, units and
-  ``rgb``; the source layer is never modified.
+  an alpha channel (RGBA) is set aside and put back unchanged;
+- planes are converted to float keeping the layer's units (:func:`as_float`),
+  so that ``sigma`` and ``lam`` are in the units the user sees, and results
+  go back to the input's dtype (:func:`like_input`): integers are rounded and
+  clipped to their type's range, floats keep their precision;
+- results are new layers that keep the source's transform, look, ``rgb`` and
+  metadata, plus a record of what was done under ``metadata["restore"]``
+  (:func:`layer_kwargs`); the source layer is never modified.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
 
 __all__ = [
+    "RECORD_KEY",
     "SYNC_ENV",
-    "Job",
     "LruCache",
     "as_float",
     "check_image_layer",
     "current_plane_index",
-    "derived_layer_kwargs",
-    "ensure_warm",
     "error_message",
-    "is_warm",
-    "notify_error",
+    "full_resolution",
+    "is_dictionary_layer",
+    "is_input_image",
+    "is_lazy",
+    "is_preview_layer",
+    "layer_kwargs",
+    "like_input",
+    "offset_translate",
     "plane_indices",
-    "plane_layer_kwargs",
-    "layer_choices",
-    "progress_in_thread",
-    "status_label",
+    "plane_shape",
+    "preview_region",
     "run_sync",
+    "split_alpha",
+    "unit_indices",
+    "with_alpha",
 ]
 
 #: Set to 1 to run every job in the calling (GUI) thread: for debugging.
 SYNC_ENV = "RESTORE_PLUGIN_SYNC"
+#: Key of ``layer.metadata`` under which a result records how it was made.
+RECORD_KEY = "restore"
 
 
 def run_sync() -> bool:
@@ -55,19 +62,68 @@ def run_sync() -> bool:
 
 
 # ---------------------------------------------------------------------------
+# Layers the widgets offer
+# ---------------------------------------------------------------------------
+
+
+def _record(layer: Any) -> dict[str, Any]:
+    meta = getattr(layer, "metadata", None) or {}
+    rec = meta.get(RECORD_KEY)
+    return rec if isinstance(rec, dict) else {}
+
+
+def is_preview_layer(layer: Any) -> bool:
+    """Whether ``layer`` is a widget's live preview (never an input)."""
+    return bool(_record(layer).get("preview"))
+
+
+def is_dictionary_layer(layer: Any) -> bool:
+    """Whether ``layer`` shows a learned dictionary (its atoms) and holds it in its metadata."""
+    return _record(layer).get("dictionary") is not None
+
+
+def is_input_image(layer: Any) -> bool:
+    """Whether ``layer`` is an Image the widgets can take as input (not a preview, not a dictionary's atoms)."""
+    from napari.layers import Image
+
+    return isinstance(layer, Image) and not is_preview_layer(layer) and not is_dictionary_layer(layer)
+
+
+# ---------------------------------------------------------------------------
 # Planes
 # ---------------------------------------------------------------------------
 
 
-def check_image_layer(layer: Any) -> None:
-    """Raise a ValueError if the widgets cannot process ``layer``."""
+def check_image_layer(layer: Any, multiscale_ok: bool = False) -> None:
+    """Raise a ValueError if the widgets cannot process ``layer`` (multiscale layers only with ``multiscale_ok``)."""
     if layer is None:
         raise ValueError("choose an image layer first")
-    if getattr(layer, "multiscale", False):
-        raise ValueError(f"layer {layer.name!r} is multiscale: multiscale images are not supported")
-    shape = np.shape(layer.data)
+    if getattr(layer, "multiscale", False) and not multiscale_ok:
+        raise ValueError(f"layer {layer.name!r} is multiscale: only the Denoise widget processes multiscale images")
+    shape = np.shape(full_resolution(layer))
     if len(shape) - (1 if layer.rgb else 0) < 2:
         raise ValueError(f"layer {layer.name!r} has shape {shape}: planes need 2 spatial axes")
+    if np.dtype(layer.dtype).kind not in "biuf":
+        raise ValueError(f"layer {layer.name!r} has data of type {layer.dtype}: numbers are needed")
+
+
+def full_resolution(layer: Any) -> Any:
+    """The layer's data at full resolution: its first level when multiscale, else its data (never loaded)."""
+    return layer.data[0] if getattr(layer, "multiscale", False) else layer.data
+
+
+def is_lazy(data: Any) -> bool:
+    """Whether ``data`` is a Dask array (computed on demand: never to be loaded whole)."""
+    return type(data).__module__.split(".")[0] == "dask" and hasattr(data, "compute")
+
+
+def unit_indices(shape: tuple[int, ...], rgb: bool, n_spatial: int) -> list[tuple[int, ...]]:
+    """Indices (leading axes) of the units of data of this shape: planes (``n_spatial`` 2) or volumes (3)."""
+    n_lead = len(shape) - n_spatial - (1 if rgb else 0)
+    if n_lead < 0:
+        raise ValueError(f"data of shape {shape} has no {'colour ' if rgb else ''}"
+                         f"{'plane' if n_spatial == 2 else 'volume'}")
+    return list(np.ndindex(*shape[:n_lead]))
 
 
 def plane_indices(shape: tuple[int, ...], rgb: bool) -> list[tuple[int, ...]]:
@@ -75,15 +131,18 @@ def plane_indices(shape: tuple[int, ...], rgb: bool) -> list[tuple[int, ...]]:
 
     A plane is the last two axes, plus the colour axis when ``rgb``.
     """
-    n_lead = len(shape) - (3 if rgb else 2)
-    if n_lead < 0:
-        raise ValueError(f"data of shape {shape} has no {'colour ' if rgb else ''}plane")
-    return list(np.ndindex(*shape[:n_lead]))
+    return unit_indices(shape, rgb, 2)
+
+
+def plane_shape(layer: Any) -> tuple[int, int]:
+    """Rows and columns of the layer's planes (at full resolution)."""
+    shape = np.shape(full_resolution(layer))
+    return tuple(shape[-3:-1] if layer.rgb else shape[-2:])  # type: ignore[return-value]
 
 
 def current_plane_index(layer: Any, world_point: tuple[float, ...]) -> tuple[int, ...]:
     """Index (leading axes) of the layer's plane at a world point (``viewer.dims.point``)."""
-    shape = np.shape(layer.data)
+    shape = np.shape(full_resolution(layer))
     n_lead = len(shape) - (3 if layer.rgb else 2)
     if n_lead <= 0:
         return ()
@@ -92,13 +151,47 @@ def current_plane_index(layer: Any, world_point: tuple[float, ...]) -> tuple[int
 
 
 def as_float(plane: Any) -> np.ndarray:
-    """Plane as a float array in the same units (integers and float16 become float32)."""
-    arr = np.asarray(plane)
-    if arr.dtype.kind == "f" and arr.dtype != np.float16:
-        return arr
-    if arr.dtype.kind not in "biuf":
+    """Plane as a float array in the same units.
+
+    Floats stay as they are (float16 becomes float32); integers up to 16 bits
+    become float32 and wider ones float64, so that every integer value is
+    exact and comes back unchanged through :func:`like_input`. A Dask array
+    stays a (lazy) Dask array.
+    """
+    arr = plane if is_lazy(plane) else np.asarray(plane)  # a Dask array stays lazy
+    if arr.dtype.kind == "f":
+        return arr if arr.dtype != np.float16 else arr.astype(np.float32)
+    if arr.dtype.kind not in "biu":
         raise ValueError(f"image data must be numeric, got dtype {arr.dtype}")
-    return arr.astype(np.float32)
+    return arr.astype(np.float32 if arr.dtype.itemsize <= 2 else np.float64)
+
+
+def like_input(out: np.ndarray, dtype: Any) -> np.ndarray:
+    """A float result in the input's dtype: integers rounded and clipped to their range, floats cast.
+
+    A Dask array stays lazy.
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind in "ui":
+        info = np.iinfo(dtype)
+        return np.clip(np.rint(out), info.min, info.max).astype(dtype)
+    if dtype.kind == "f":
+        return out.astype(dtype) if is_lazy(out) else out.astype(dtype, copy=False)
+    return out  # booleans: the float result is more useful than a thresholded one
+
+
+def split_alpha(plane: np.ndarray, rgb: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Colour channels and alpha (RGBA planes), or the plane and None."""
+    if rgb and plane.shape[-1] == 4:
+        return plane[..., :3], plane[..., 3:]
+    return plane, None
+
+
+def with_alpha(colour: np.ndarray, alpha: np.ndarray | None) -> np.ndarray:
+    """Put the alpha set aside by :func:`split_alpha` back, unchanged."""
+    if alpha is None:
+        return colour
+    return np.concatenate([colour, alpha.astype(colour.dtype)], axis=-1)
 
 
 # ---------------------------------------------------------------------------
@@ -106,8 +199,14 @@ def as_float(plane: Any) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 
-def derived_layer_kwargs(layer: Any, name: str) -> dict[str, Any]:
-    """Keyword arguments of a new Image layer with the transform and look of ``layer``."""
+def layer_kwargs(layer: Any, name: str, record: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments of a new Image layer with the transform, look and metadata of ``layer``.
+
+    ``record`` (what was done, with which parameters) is stored under
+    ``metadata["restore"]``; the source's own metadata is kept beside it.
+    """
+    metadata = {k: v for k, v in dict(layer.metadata).items() if k != RECORD_KEY}
+    metadata[RECORD_KEY] = dict(record)
     kwargs: dict[str, Any] = {
         "name": name,
         "rgb": bool(layer.rgb),
@@ -119,32 +218,75 @@ def derived_layer_kwargs(layer: Any, name: str) -> dict[str, Any]:
         "units": tuple(layer.units),
         "axis_labels": tuple(layer.axis_labels),
         "contrast_limits": tuple(layer.contrast_limits),
-        "metadata": {"source": layer.name},
+        "gamma": float(layer.gamma),
+        "metadata": metadata,
     }
     if not layer.rgb:
         kwargs["colormap"] = layer.colormap.name
     return kwargs
 
 
-def plane_layer_kwargs(layer: Any, index: tuple[int, ...], name: str) -> dict[str, Any]:
-    """Like :func:`derived_layer_kwargs`, for one plane kept as a stack of one.
+def offset_translate(layer: Any, offset: tuple[int, ...]) -> tuple[float, ...]:
+    """Translate that puts data starting at ``offset`` (data pixels of ``layer``) where it sits in ``layer``.
 
-    The plane keeps all the source's axes (size 1 on the leading ones) and is
-    translated to where the plane sits, so it shows only on that plane. The
-    offset assumes no rotation or shear mixing the leading axes with the plane.
+    A crop keeps the source's scale, rotation and shear; only its translation
+    moves, by the source's linear transform of the offset.
     """
-    kwargs = derived_layer_kwargs(layer, name)
-    if index:
-        scale = np.asarray(layer.scale, dtype=float)
-        translate = np.asarray(layer.translate, dtype=float).copy()
-        translate[: len(index)] += np.asarray(index) * scale[: len(index)]
-        kwargs["translate"] = tuple(translate)
-    kwargs["metadata"] = {"source": layer.name, "plane": index}
-    return kwargs
+    from napari.utils.transforms import Affine
+
+    full = np.zeros(layer.ndim)
+    full[len(full) - len(offset):] = offset
+    data2physical = Affine(scale=layer.scale, translate=layer.translate, rotate=layer.rotate, shear=layer.shear)
+    return tuple(float(v) for v in data2physical(full))
 
 
 # ---------------------------------------------------------------------------
-# Messages
+# The preview's region
+# ---------------------------------------------------------------------------
+
+
+def preview_region(plane: tuple[int, int], visible: tuple[int, int, int, int] | None,
+                   centre: tuple[float, float] | None, *, max_pixels: int, margin: int,
+                   quantum: int) -> tuple[tuple[int, int, int, int], bool]:
+    """The part of a plane a preview computes: ``((r0, r1, c0, c1), capped)``.
+
+    The visible box (half-open data pixels; None: the whole plane) grown by
+    ``margin`` on each side, so that its edges look as they will in the whole
+    plane, and its sides rounded up to multiples of ``quantum``. When that
+    holds more than ``max_pixels``, the region is instead the largest one of
+    the box's shape within ``max_pixels`` (sides rounded down to multiples of
+    ``quantum``), centred on ``centre`` (default: the box's centre), and
+    ``capped`` is True. The region always lies inside the plane.
+    """
+    H, W = (int(s) for s in plane)
+    r0, r1, c0, c1 = (0, H, 0, W) if visible is None else visible
+    r0, r1 = max(0, min(r0, H - 1)), max(1, min(r1, H))
+    c0, c1 = max(0, min(c0, W - 1)), max(1, min(c1, W))
+    if r1 <= r0 or c1 <= c0:
+        r0, r1, c0, c1 = 0, H, 0, W
+    if centre is None:
+        centre = ((r0 + r1) / 2, (c0 + c1) / 2)
+    r0, r1, c0, c1 = max(0, r0 - margin), min(H, r1 + margin), max(0, c0 - margin), min(W, c1 + margin)
+    h = min(H, -(-(r1 - r0) // quantum) * quantum)
+    w = min(W, -(-(c1 - c0) // quantum) * quantum)
+    capped = h * w > max_pixels
+    if capped:
+        f = math.sqrt(max_pixels / (h * w))
+        h = min(H, max(quantum, int(h * f) // quantum * quantum))
+        w = min(W, max(quantum, int(w * f) // quantum * quantum))
+        cr, cc = centre
+    else:
+        cr, cc = (r0 + r1) / 2, (c0 + c1) / 2
+
+    def place(mid: float, size: int, limit: int) -> int:
+        return int(min(max(0, round(mid - size / 2)), limit - size))
+
+    top, left = place(cr, h, H), place(cc, w, W)
+    return (top, top + h, left, left + w), capped
+
+
+# ---------------------------------------------------------------------------
+# Messages and caching
 # ---------------------------------------------------------------------------
 
 
@@ -153,262 +295,6 @@ def error_message(exc: BaseException) -> str:
     if isinstance(exc, ValueError) and str(exc):
         return str(exc)
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
-def notify_error(exc: BaseException | str, prefix: str = "restore-tree") -> str:
-    """Show an error as a napari notification (no traceback); return the message."""
-    from napari.utils.notifications import show_error
-
-    msg = exc if isinstance(exc, str) else error_message(exc)
-    text = f"{prefix}: {msg}" if prefix else msg
-    show_error(text)
-    return text
-
-
-# ---------------------------------------------------------------------------
-# Jobs
-# ---------------------------------------------------------------------------
-
-
-class Job:
-    """A generator run in napari's thread worker (or synchronously), with callbacks.
-
-    Parameters
-    ----------
-    func : callable
-        A generator function; ``func(*args)`` yields progress and returns the
-        result. Cancelling stops it at its next ``yield``.
-    *args
-        Passed to ``func``.
-    on_yield, on_return, on_error, on_abort, on_finish : callable, optional
-        Called in the GUI thread with the yielded value, the returned value,
-        the exception, nothing, nothing. ``on_finish`` is called last in every
-        case. Errors default to :func:`notify_error`.
-    progress : dict, optional
-        napari progress bar: ``{"total": n, "desc": text}`` (one step per yield;
-        no total: indeterminate).
-
-    Notes
-    -----
-    Create the job, store it, then call :meth:`start`: the callbacks may run
-    before ``start`` returns when jobs are synchronous (``RESTORE_PLUGIN_SYNC``).
-    """
-
-    def __init__(self, func: Callable[..., Iterator[Any]], *args: Any,
-                 on_yield: Callable[[Any], None] | None = None,
-                 on_return: Callable[[Any], None] | None = None,
-                 on_error: Callable[[BaseException], None] | None = None,
-                 on_abort: Callable[[], None] | None = None,
-                 on_finish: Callable[[], None] | None = None,
-                 progress: dict[str, Any] | None = None) -> None:
-        self._func = func
-        self._args = args
-        self._on_yield = on_yield
-        self._on_return = on_return
-        self._on_error = on_error or notify_error
-        self._on_abort = on_abort
-        self._on_finish = on_finish
-        self._progress = progress
-        self._abort = False
-        self._worker: Any = None
-        self.started = False
-        self.done = False
-        self.outcome: str | None = None  # "returned", "errored" or "aborted"
-
-    @property
-    def running(self) -> bool:
-        """Started and not finished."""
-        return self.started and not self.done
-
-    def start(self) -> Job:
-        """Start the job (in a thread unless ``RESTORE_PLUGIN_SYNC``); return self."""
-        if self.started:
-            raise RuntimeError("a job can be started only once")
-        self.started = True
-        if run_sync():
-            self._run_sync()
-        else:
-            self._start_worker()
-        return self
-
-    def cancel(self) -> None:
-        """Ask the job to stop at its next yield; its result is then discarded."""
-        self._abort = True
-        if self._worker is not None and not self.done:
-            self._worker.quit()
-
-    # -- synchronous -------------------------------------------------------
-
-    def _run_sync(self) -> None:
-        gen = self._func(*self._args)
-        try:
-            while True:
-                if self._abort:
-                    gen.close()
-                    self._aborted()
-                    break
-                value = next(gen)
-                self._yielded(value)
-        except StopIteration as stop:
-            self._returned(stop.value)
-        except Exception as exc:  # noqa: BLE001 - every error becomes a notification
-            self._errored(exc)
-        self._finished()
-
-    # -- threaded ----------------------------------------------------------
-
-    def _start_worker(self) -> None:
-        from napari.qt.threading import create_worker
-
-        progress = None
-        if self._progress is not None:
-            progress = {k: v for k, v in self._progress.items() if v is not None} or True
-        worker = create_worker(self._func, *self._args, _start_thread=False, _ignore_errors=True,
-                               _progress=progress)
-        worker.yielded.connect(self._yielded)
-        worker.returned.connect(self._returned)
-        worker.errored.connect(self._errored)
-        worker.aborted.connect(self._aborted)
-        worker.finished.connect(self._finished)
-        self._worker = worker
-        worker.start()  # after connecting (NAPARI.md, pitfall 2)
-
-    # -- callbacks ---------------------------------------------------------
-
-    def _yielded(self, value: Any) -> None:
-        if self._on_yield is not None and not self._abort:
-            self._on_yield(value)
-
-    def _returned(self, value: Any) -> None:
-        if self._abort:  # cancelled after the last yield: discard all the same
-            self._aborted()
-            return
-        self.outcome = "returned"
-        if self._on_return is not None:
-            self._on_return(value)
-
-    def _errored(self, exc: BaseException) -> None:
-        self.outcome = "errored"
-        self._on_error(exc)
-
-    def _aborted(self) -> None:
-        if self.outcome == "aborted":
-            return
-        self.outcome = "aborted"
-        if self._on_abort is not None:
-            self._on_abort()
-
-    def _finished(self) -> None:
-        if self.done:
-            return
-        self.done = True
-        self._worker = None
-        if self._on_finish is not None:
-            self._on_finish()
-
-
-def status_label() -> Any:
-    """A magicgui Label for status messages: full width, wrapping long text."""
-    from magicgui.widgets import Label
-    from qtpy.QtWidgets import QSizePolicy
-
-    label = Label(value="")
-    label.native.setWordWrap(True)
-    label.native.setMinimumWidth(260)
-    label.native.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-    return label
-
-
-def layer_choices(viewer: Any, *kinds: str) -> Callable[..., list[tuple[str, Any]]]:
-    """Choices callback of a ComboBox listing the viewer's layers of these classes (``"Image"``...)."""
-    def choices(_widget: Any = None) -> list[tuple[str, Any]]:
-        return [(layer.name, layer) for layer in viewer.layers if layer.__class__.__name__ in kinds]
-    return choices
-
-
-def progress_in_thread(call: Callable[[Callable[[int, int], None]], Any]) -> Iterator[tuple[int, int]]:
-    """Run ``call(progress)`` in a helper thread; yield its ``(done, total)`` reports; return its result.
-
-    For library functions that report progress through a callback: the
-    generator (run by a :class:`Job`) turns the reports into yields. Closing
-    the generator (Cancel) makes the next report raise
-    :class:`restore.Cancelled`, which stops the call between steps.
-    """
-    import queue
-
-    from restore import Cancelled
-
-    stop = threading.Event()
-    events: queue.Queue = queue.Queue()
-    result: dict[str, Any] = {}
-
-    def progress(done: int, total: int) -> None:
-        if stop.is_set():
-            raise Cancelled
-        events.put((done, total))
-
-    def work() -> None:
-        try:
-            result["value"] = call(progress)
-        except BaseException as exc:  # noqa: BLE001 - handed to the generator
-            result["error"] = exc
-
-    thread = threading.Thread(target=work, daemon=True)
-    thread.start()
-    try:
-        while thread.is_alive() or not events.empty():
-            try:
-                yield events.get(timeout=0.1)
-            except queue.Empty:
-                continue
-    finally:
-        stop.set()
-        thread.join()
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
-
-
-# ---------------------------------------------------------------------------
-# First use: numba compilation in the background, once per process
-# ---------------------------------------------------------------------------
-
-_WARM: dict[str, bool] = {}
-_WARMING: dict[str, tuple[Job, list[Callable[[], None]]]] = {}
-
-
-def is_warm(key: str) -> bool:
-    """Whether the warm-up ``key`` has finished in this process."""
-    return _WARM.get(key, False)
-
-
-def ensure_warm(key: str, func: Callable[[], Iterator[Any]], *, desc: str,
-                on_done: Callable[[], None] | None = None) -> Job | None:
-    """Run the warm-up generator ``func`` once per process, in the background.
-
-    Returns the running job (``on_done`` is called when it finishes, even
-    after an error, which is then notified), or None if it already ran (and
-    ``on_done`` is not called).
-    """
-    if _WARM.get(key):
-        return None
-    if key in _WARMING:
-        job, callbacks = _WARMING[key]
-        if on_done is not None:
-            callbacks.append(on_done)
-        return job
-    callbacks: list[Callable[[], None]] = [on_done] if on_done is not None else []
-
-    def finish() -> None:
-        _WARM[key] = True
-        _, cbs = _WARMING.pop(key, (None, []))
-        for cb in cbs:
-            cb()
-
-    job = Job(func, on_finish=finish, progress={"desc": desc})
-    _WARMING[key] = (job, callbacks)
-    job.start()
-    return job
 
 
 class LruCache:

@@ -1,199 +1,194 @@
-"""Inpaint widget: fill the pixels under a Labels or Shapes mask with :func:`restore.inpaint`.
+"""Inpaint widget: fill the pixels marked by a Labels or Shapes layer with :func:`restore.inpaint`.
 
-The logic (mask rasterisation, the plane-by-plane generator) needs no Qt;
-the widget is a magicgui Container built on :mod:`restore_napari._common`.
+The logic (:func:`inpaint_task`) needs no Qt; the masks come from
+:mod:`restore_napari._masks`, the widget is a
+:class:`~restore_napari._widgets.RestoreWidget`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import inspect
+from collections.abc import Generator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from magicgui.widgets import ComboBox, Container, FileEdit, ProgressBar, PushButton, SpinBox
+from magicgui.widgets import CheckBox, ComboBox, FileEdit, SpinBox
 
-from ._common import (
-    Job,
-    as_float,
-    check_image_layer,
-    derived_layer_kwargs,
-    layer_choices,
-    plane_indices,
-    progress_in_thread,
-    status_label,
-)
+from ._common import RECORD_KEY, as_float, is_dictionary_layer, like_input, split_alpha
+from ._denoise import Source
+from ._masks import PlaneMasks, describe, plane_masks
+from ._runner import Control, Output, Progress, Task
+from ._widgets import RestoreWidget
 
 if TYPE_CHECKING:  # pragma: no cover
     import napari
 
-__all__ = ["InpaintWidget", "inpaint_planes", "mask_for_image"]
+__all__ = ["SHIPPED", "InpaintParams", "InpaintWidget", "Inpainted", "inpaint_task", "library_default"]
+
+#: Choice of the dictionary box: the shipped dictionary as it is (no adaptation to the image).
+SHIPPED = "shipped"
 
 
-def mask_for_image(mask_layer: Any, image_layer: Any) -> np.ndarray:
-    """The missing-pixel mask (True = missing) on the image layer's plane grid.
-
-    A Labels layer counts its non-zero pixels (its last two axes must match the
-    image plane). A Shapes layer is rasterised in the image's data
-    coordinates: vertices go from the shapes' data to world coordinates and
-    from there to the image's data coordinates, so scale and translate of
-    both layers are respected.
-    """
-    shape = tuple(np.shape(image_layer.data))
-    plane = shape[-3:-1] if image_layer.rgb else shape[-2:]
-    if mask_layer is None:
-        raise ValueError("choose a mask layer (Labels: non-zero = missing, or Shapes)")
-    if mask_layer.__class__.__name__ == "Shapes":
-        from skimage.draw import polygon
-
-        out = np.zeros(plane, bool)
-        for verts in mask_layer.data:
-            world = np.array([mask_layer.data_to_world(v) for v in verts])
-            data = np.array([image_layer.world_to_data(w) for w in world])
-            rr, cc = polygon(data[:, -2] - 0.0, data[:, -1] - 0.0, shape=plane)
-            out[rr, cc] = True
-        return out
-    m = np.asarray(mask_layer.data)
-    if m.shape[-2:] != plane:
-        raise ValueError(f"mask layer {mask_layer.name!r} has planes of {m.shape[-2:]}, "
-                         f"the image {image_layer.name!r} of {plane}")
-    return (m.reshape(-1, *plane) != 0).any(axis=0)
-
-
-def inpaint_planes(data: Any, mask: np.ndarray, rgb: bool, patch_size: int, stride: int, n_passes: int,
-                   dictionary: Any) -> Iterator[tuple[int, int, int, int]]:
-    """Inpaint every plane; yield ``(plane, n_planes, batches done, batches)``; return the result.
-
-    The result is float32, or the input's integer type.
-
-    :func:`restore.inpaint` runs in a helper thread so that its per-batch
-    progress reaches this generator; closing the generator (Cancel) stops it
-    at its next batch through :class:`restore.Cancelled`.
-    """
+def library_default(name: str) -> Any:
+    """The default of a parameter of :func:`restore.inpaint`: the widget restates no number."""
     from restore import inpaint
 
-    idx = plane_indices(np.shape(data), rgb)
-    out = np.empty(np.shape(data), dtype=np.float32)
-    for p, i in enumerate(idx):
-        plane = as_float(np.asarray(data[i])).astype(np.float32)
-
-        def call(progress, plane=plane):
-            return inpaint(plane, mask, dictionary=dictionary, patch_size=patch_size, stride=stride,
-                           n_passes=n_passes, channel_axis=-1 if rgb else None, batch_size=2048, progress=progress)
-
-        out[i] = yield from _tagged(progress_in_thread(call), p, len(idx))
-    dtype = np.asarray(data[idx[0]]).dtype
-    if dtype.kind in "ui":  # integer images come back in their own type (known pixels exactly)
-        info = np.iinfo(dtype)
-        return np.clip(np.rint(out), info.min, info.max).astype(dtype)
-    return out
+    return inspect.signature(inpaint).parameters[name].default
 
 
-def _tagged(gen: Iterator[tuple[int, int]], plane: int, n_planes: int) -> Iterator[tuple[int, int, int, int]]:
-    """Yield ``(plane, n_planes, done, total)`` for each report of ``gen``; return its result."""
-    try:
-        while True:
-            try:
-                done, total = next(gen)
-            except StopIteration as stop:
-                return stop.value
-            yield plane, n_planes, done, total
-    finally:
-        gen.close()  # on Cancel: stops the library call at its next step
+@dataclass(frozen=True)
+class InpaintParams:
+    """Settings of :func:`restore.inpaint` chosen in the widget (defaults: the library's)."""
+
+    patch_size: int = field(default_factory=lambda: library_default("patch_size"))
+    stride: int = field(default_factory=lambda: library_default("stride"))
+    n_passes: int = field(default_factory=lambda: library_default("n_passes"))
 
 
-class InpaintWidget(Container):
-    """Fill masked pixels of an image layer; the result is a new layer ``<name> [inpainted]``."""
+@dataclass(frozen=True)
+class Inpainted:
+    """The result of one input layer: its data in the input's dtype, and how many pixels were filled."""
+
+    source: Source
+    data: np.ndarray
+    pixels: int
+    planes: int
+
+
+def inpaint_task(control: Control, items: Sequence[tuple[Source, PlaneMasks]], dictionary: Any,
+                 params: InpaintParams) -> Generator[Progress | Output | None, None, None]:
+    """Inpaint every plane of every source under its mask; yield progress and an :class:`Output` per source.
+
+    Known pixels are copied from the input, so they come back bit for bit;
+    alpha (RGBA) is never inpainted. A mask that marks no pixel of a source
+    raises a ValueError saying so.
+    """
+    plans = []
+    for source, masks in items:
+        planes = source.planes
+        marked = []
+        for idx in planes:
+            control.check()
+            m = masks(idx)
+            if m.any():
+                marked.append((idx, m))
+        if not marked:
+            raise ValueError(f"the mask {masks.name!r} marks no pixel of {source.layer.name!r} "
+                             "(is it empty, or outside the image?)")
+        plans.append((source, marked, len(planes)))
+        yield Progress(0.0, "Reading the mask\u2026")
+    sizes = [len(marked) * marked[0][1].size for _, marked, _ in plans]
+    total, done = max(1, sum(sizes)), 0
+    for (source, marked, n_planes), size in zip(plans, sizes, strict=True):
+        out = np.array(source.data, dtype=source.dtype)  # known pixels: copied, exactly
+        for k, (idx, m) in enumerate(marked):
+            span = ((done + size * k / len(marked)) / total, (done + size * (k + 1) / len(marked)) / total)
+            where = f" plane {idx}" if n_planes > 1 else ""
+            colour, _ = split_alpha(as_float(np.asarray(source.data[idx])), source.rgb)
+            filled = yield from control.call(
+                _inpaint, colour, m, dictionary=dictionary, patch_size=params.patch_size, stride=params.stride,
+                n_passes=params.n_passes, channel_axis=-1 if source.rgb else None, span=span,
+                text=f"Inpainting {source.layer.name!r}{where}\u2026")
+            plane = out[idx]  # a view: filled in place
+            values = like_input(filled[m], source.dtype)
+            if source.rgb:
+                plane[m, : values.shape[-1]] = values
+            else:
+                plane[m] = values
+        done += size
+        yield Output(Inpainted(source, out, int(sum(np.count_nonzero(m) for _, m in marked)), len(marked)))
+
+
+def _inpaint(image: np.ndarray, mask: np.ndarray, **kwargs: Any) -> np.ndarray:
+    from restore import inpaint
+
+    return inpaint(image, mask, **kwargs)
+
+
+class InpaintWidget(RestoreWidget):
+    """Fill the pixels a mask marks in an image layer; the result is a new layer ``<name> [inpainted]``."""
+
+    KIND = "inpaint"
+    RUN_TEXT = "Inpaint"
+    RUN_TOOLTIP = "Fill the masked pixels of the whole image (every plane) in the background"
 
     def __init__(self, napari_viewer: napari.viewer.Viewer) -> None:
-        super().__init__()
-        self._viewer = napari_viewer
-        self.image = ComboBox(label="image", choices=layer_choices(napari_viewer, "Image"))
-        self.mask = ComboBox(label="mask (Labels or Shapes)", choices=layer_choices(napari_viewer, "Labels", "Shapes"))
-        self.learned = ComboBox(label="dictionary", choices=self._learned_choices)
-        self.dictionary = FileEdit(label="or a file (.npz)", mode="r", filter="*.npz", value="")
-        self.patch_size = SpinBox(label="patch size", value=8, min=4, max=16)
-        self.stride = SpinBox(label="stride", value=4, min=1, max=16,
-                              tooltip="step of each pass's patch grid: a pass codes 1/stride^2 of the patches")
-        self.n_passes = SpinBox(label="passes", value=18, min=1, max=200,
-                                tooltip="passes of patch coding; time grows as passes / stride^2")
-        self.run_button = PushButton(text="Inpaint")
-        self.cancel_button = PushButton(text="Cancel", enabled=False)
-        self.progress = ProgressBar(value=0, min=0, max=1, visible=False)
-        self.status = status_label()
-        self.extend([self.image, self.mask, self.learned, self.dictionary, self.patch_size, self.stride,
-                     self.n_passes,
-                     Container(widgets=[self.run_button, self.cancel_button], layout="horizontal", labels=False),
-                     self.progress, self.status])
-        self.run_button.changed.connect(self.run)
-        self.cancel_button.changed.connect(self.cancel)
-        self._viewer.layers.events.inserted.connect(self._refresh)
-        self._viewer.layers.events.removed.connect(self._refresh)
-        self._job: Job | None = None
+        super().__init__(napari_viewer)
+        self.mask = ComboBox(label="mask", choices=self._mask_choices, name="mask",
+                             tooltip="Pixels to fill: the non-zero pixels of a Labels layer, or the shapes of a "
+                                     "Shapes layer (lines and paths as wide as their edge)")
+        self._mask_boxes = [self.mask]
+        self.learned = ComboBox(label="dictionary", choices=self._dictionary_choices, name="learned",
+                                tooltip="Dictionary of patches: the shipped one adapted to this image (best for "
+                                        "text and scratches), the shipped one as is (best for scattered lost "
+                                        "pixels), or one learned in this viewer")
+        self.dictionary = FileEdit(label="dictionary file", mode="r", filter="*.npz", value="", name="dictionary",
+                                   tooltip="A dictionary saved by 'restore learn' or the Learn widget "
+                                           "(overrides the box above)")
+        defaults = InpaintParams()
+        self.patch_size = SpinBox(label="patch size", value=defaults.patch_size, min=4, max=16, name="patch_size",
+                                  tooltip="Side of the square patches, in pixels (the dictionary's)")
+        self.stride = SpinBox(label="stride", value=defaults.stride, min=1, max=16, name="stride",
+                              tooltip="Step of each pass's patch grid: a pass codes 1/stride\u00b2 of the patches")
+        self.n_passes = SpinBox(label="passes", value=defaults.n_passes, min=1, max=200, name="n_passes",
+                                tooltip="Passes of patch coding; time grows as passes / stride\u00b2")
+        self.all_selected = CheckBox(text="every selected image", value=False, name="all_selected",
+                                     tooltip="Inpaint every image layer selected in the layer list with the same "
+                                             "mask, in one go")
+        self.run_button = self.runner.run_button
+        self._finish_layout(
+            main=[self.image, self.mask, self.learned],
+            advanced=[self.dictionary, self.patch_size, self.stride, self.n_passes, self.all_selected,
+                      self.keep_each_run],
+            persisted=[self.patch_size, self.stride, self.n_passes, self.all_selected, self.keep_each_run])
+        self.image.changed.connect(self._describe_mask)
+        self.mask.changed.connect(self._describe_mask)
+        self._describe_mask()
 
-    def _refresh(self, *_: Any) -> None:
-        self.image.reset_choices()
-        self.mask.reset_choices()
-        self.learned.reset_choices()
+    def _dictionary_choices(self, _widget: Any = None) -> list[tuple[str, Any]]:
+        learned = [(layer.name, layer) for layer in self._viewer.layers if is_dictionary_layer(layer)]
+        return [("shipped, adapted to the image", None), ("shipped, as is", SHIPPED), *learned]
 
-    @staticmethod
-    def _learned_choices(_widget: Any = None) -> list[tuple[str, Any]]:
-        from ._learn import LEARNED
+    def _describe_mask(self, *_: Any) -> None:
+        if not self._inactive and not self.busy:
+            self.status.value = describe(self.mask.value, self.image.value)
 
-        return [("learned from the image (shipped start)", None)] + [(k, v) for k, v in LEARNED.items()]
+    def _resolve_dictionary(self) -> tuple[Any, str]:
+        path = str(self.dictionary.value)
+        if path not in ("", "."):
+            if not Path(path).is_file():
+                raise ValueError(f"dictionary file {path!r} does not exist")
+            return path, path
+        choice = self.learned.value
+        if choice is None:
+            return None, "shipped, adapted to the image"
+        if isinstance(choice, str) and choice == SHIPPED:
+            from restore import default_dictionary
 
-    @property
-    def busy(self) -> bool:
-        """Whether an inpainting job is running."""
-        return self._job is not None and self._job.running
+            return default_dictionary(), "shipped"
+        return choice.metadata[RECORD_KEY]["dictionary"], choice.name
 
-    def run(self, *_: Any) -> Job | None:
-        """Inpaint the whole layer in the background."""
-        from ._common import notify_error
+    def _task(self) -> Task:
+        layers = self._inputs(bool(self.all_selected.value))
+        if not layers:
+            raise ValueError("choose an image layer first")
+        mask = self.mask.value
+        items = [(Source.of(layer), plane_masks(mask, layer)) for layer in layers]
+        dictionary, label = self._resolve_dictionary()
+        params = InpaintParams(int(self.patch_size.value), int(self.stride.value), int(self.n_passes.value))
+        record = {"mask": mask.name, "params": {**asdict(params), "dictionary": label}}
+        self._added: list[str] = []
+        text = f"Inpainting {len(items)} images\u2026" if len(items) > 1 else f"Inpainting {layers[0].name!r}\u2026"
+        return Task(inpaint_task, (items, dictionary, params), text=text,
+                    on_output=lambda result: self._on_result(result, record),
+                    done_text=lambda: f"Done: {', '.join(repr(n) for n in self._added)}.")
 
-        if self.busy:
-            return None
-        try:
-            layer = self.image.value
-            check_image_layer(layer)
-            mask = mask_for_image(self.mask.value, layer)
-            path = str(self.dictionary.value) if str(self.dictionary.value) not in ("", ".") else None
-            dictionary = path if path is not None else self.learned.value
-        except Exception as exc:  # noqa: BLE001
-            notify_error(exc)
-            self.status.value = f"Error: {exc}"
-            return None
-        kwargs = derived_layer_kwargs(layer, f"{layer.name} [inpainted]")
-        self.progress.value, self.progress.visible = 0, True
-        self.run_button.enabled, self.cancel_button.enabled = False, True
-        self.status.value = f"Inpainting {int(mask.sum())} pixels\u2026"
-        self._job = Job(inpaint_planes, layer.data, mask, bool(layer.rgb), int(self.patch_size.value),
-                        int(self.stride.value), int(self.n_passes.value), dictionary, on_yield=self._on_progress,
-                        on_return=lambda out: self._on_done(out, kwargs), on_error=self._on_error,
-                        on_abort=lambda: setattr(self.status, "value", "Cancelled: nothing added."),
-                        on_finish=self._on_finish, progress={"desc": f"restore: inpainting {layer.name}"})
-        self._job.start()
-        return self._job
-
-    def cancel(self, *_: Any) -> None:
-        """Stop at the next batch of patches; nothing is added."""
-        if self.busy:
-            self._job.cancel()
-            self.status.value = "Cancelling\u2026"
-
-    def _on_progress(self, value: tuple[int, int, int, int]) -> None:
-        p, n, done, total = value
-        self.progress.max = max(1, n * total)
-        self.progress.value = p * total + done
-
-    def _on_done(self, out: np.ndarray, kwargs: dict[str, Any]) -> None:
-        self._viewer.add_image(out, **kwargs)
-        self.status.value = f"Added {kwargs['name']!r}."
-
-    def _on_error(self, exc: BaseException) -> None:
-        from ._common import notify_error
-
-        self.status.value = f"Error: {notify_error(exc)}"
-
-    def _on_finish(self) -> None:
-        self.progress.visible = False
-        self.run_button.enabled, self.cancel_button.enabled = True, False
+    def _on_result(self, result: Inpainted, record: dict[str, Any]) -> None:
+        layer = result.source.layer
+        if not self._present(layer):
+            return
+        full = {"source": layer.name, **record, "pixels": result.pixels, "planes": result.planes}
+        out = self.add_result(layer, result.data, f"{layer.name} [inpainted]", full)
+        self._added.append(out.name)

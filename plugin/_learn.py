@@ -1,40 +1,37 @@
-"""Learn-dictionary widget: :func:`restore.learn_dictionary` on an image layer, atoms shown as their tree."""
+"""Learn-dictionary widget: :func:`restore.learn_dictionary` on image layers, atoms shown as their tree.
+
+The learned dictionary lives in the metadata of the layer that shows its
+atoms (``metadata["restore"]["dictionary"]``): the Inpaint widgets of the
+same viewer offer it, and it goes away with its layer.
+"""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Generator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from magicgui.widgets import (
-    CheckBox,
-    ComboBox,
-    Container,
-    FileEdit,
-    FloatSpinBox,
-    LineEdit,
-    ProgressBar,
-    PushButton,
-    SpinBox,
-)
+from magicgui.widgets import CheckBox, ComboBox, Container, FileEdit, FloatSpinBox, LineEdit, PushButton, SpinBox
 
-from ._common import (
-    Job,
-    as_float,
-    check_image_layer,
-    current_plane_index,
-    layer_choices,
-    notify_error,
-    progress_in_thread,
-    status_label,
-)
+from ._common import as_float, current_plane_index, plane_indices, split_alpha
+from ._denoise import Source
+from ._masks import PlaneMasks, plane_masks
+from ._runner import Control, Task
+from ._widgets import RestoreWidget
 
 if TYPE_CHECKING:  # pragma: no cover
     import napari
 
-__all__ = ["LEARNED", "LearnWidget", "atom_positions", "atoms_picture", "parse_branching"]
+__all__ = ["LearnWidget", "atom_positions", "atoms_picture", "learn_task", "library_default", "parse_branching"]
 
-#: Dictionaries learned in this session, by name: the Inpaint widget can use them.
-LEARNED: dict[str, Any] = {}
+
+def library_default(name: str) -> Any:
+    """The default of a parameter of :func:`restore.learn_dictionary`: the widget restates no number."""
+    from restore import learn_dictionary
+
+    return inspect.signature(learn_dictionary).parameters[name].default
 
 
 def parse_branching(text: str) -> tuple[int, ...]:
@@ -125,120 +122,121 @@ def atoms_picture(est: Any, patch_size: int, zoom: int = 3, gap: int = 2) -> np.
     return pic
 
 
-class LearnWidget(Container):
-    """Learn a tree-structured dictionary of patches from an image layer."""
+def learn_task(control: Control, items: Sequence[tuple[Source, list[tuple[int, ...]], PlaneMasks | None]],
+               kwargs: dict[str, Any]) -> Generator[Any, None, Any]:
+    """Learn one dictionary from the chosen planes of the sources (pixels under their masks left out)."""
+    images, masks = [], []
+    for source, planes, exclude in items:
+        for idx in planes:
+            control.check()
+            colour, _ = split_alpha(as_float(np.asarray(source.data[idx])), source.rgb)
+            images.append(colour)
+            masks.append(None if exclude is None else exclude(idx))
+    from restore import learn_dictionary
+
+    channel_axis = -1 if items[0][0].rgb else None
+    if any(s.rgb != items[0][0].rgb for s, _, _ in items):
+        images = [im if im.ndim == 3 else im[..., None] for im in images]  # grey with colour: one channel each
+        channel_axis = -1
+    return (yield from control.call(learn_dictionary, images, masks=masks, channel_axis=channel_axis, **kwargs,
+                                    text="Learning…"))
+
+
+class LearnWidget(RestoreWidget):
+    """Learn a tree-structured dictionary of patches from image layers; its atoms show as a layer."""
+
+    KIND = "learn"
+    RUN_TEXT = "Learn"
+    RUN_TOOLTIP = "Learn a dictionary from the image (the plane shown) in the background"
 
     def __init__(self, napari_viewer: napari.viewer.Viewer) -> None:
-        super().__init__()
-        self._viewer = napari_viewer
-        self.image = ComboBox(label="image", choices=layer_choices(napari_viewer, "Image"))
-        self.exclude = ComboBox(label="exclude (Labels, optional)", choices=layer_choices(napari_viewer, "Labels"),
-                                nullable=True)
-        self.branching = LineEdit(label="tree shape", value="10 3 3")
-        self.flat = CheckBox(text="flat dictionary (l1) of", value=False)
-        self.n_atoms = SpinBox(label="atoms (flat)", value=256, min=2, max=4096)
-        self.patch_size = SpinBox(label="patch size", value=8, min=4, max=16)
-        self.epochs = SpinBox(label="epochs", value=1, min=1, max=50)
-        self.lam = FloatSpinBox(label="lam", value=0.1, min=0.0, max=10.0, step=0.01)
-        self.n_patches = SpinBox(label="patches", value=20000, min=100, max=1_000_000, step=1000)
-        self.learn_button = PushButton(text="Learn")
-        self.cancel_button = PushButton(text="Cancel", enabled=False)
-        self.file = FileEdit(label="dictionary file", mode="w", filter="*.npz", value="")
-        self.save_button = PushButton(text="Save")
-        self.load_button = PushButton(text="Load")
-        self.progress = ProgressBar(value=0, min=0, max=1, visible=False)
-        self.status = status_label()
-        row = Container(widgets=[self.learn_button, self.cancel_button], layout="horizontal", labels=False)
-        files = Container(widgets=[self.save_button, self.load_button], layout="horizontal", labels=False)
-        self.extend([self.image, self.exclude, self.branching, self.flat, self.n_atoms, self.patch_size,
-                     self.epochs, self.lam, self.n_patches, row, self.file, files, self.progress, self.status])
-        self.learn_button.changed.connect(self.run)
-        self.cancel_button.changed.connect(self.cancel)
+        super().__init__(napari_viewer)
+        self.exclude = ComboBox(label="leave out", choices=self._mask_choices, nullable=True, value=None,
+                                name="exclude",
+                                tooltip="Optional: pixels not to learn from (text, scratches): a Labels layer "
+                                        "(non-zero) or a Shapes layer")
+        from restore import Tree
+
+        branching = tuple(library_default("branching"))
+        tree_atoms = Tree.balanced(branching).n_vars
+        shape = " ".join(str(b) for b in branching)
+        self.branching = LineEdit(label="tree shape", value=shape, name="branching",
+                                  tooltip=f"Children per node at each level below the root: '{shape}' gives "
+                                          f"{tree_atoms} atoms")
+        self.flat = CheckBox(text="flat dictionary (no tree)", value=False, name="flat",
+                             tooltip="Learn an ordinary dictionary (l1 penalty) of 'atoms (flat)' atoms instead")
+        self.n_atoms = SpinBox(label="atoms (flat)", value=tree_atoms, min=2, max=4096, name="n_atoms",
+                               tooltip="Number of atoms of a flat dictionary (default: as many as the tree's)")
+        self.patch_size = SpinBox(label="patch size", value=library_default("patch_size"), min=4, max=16,
+                                  name="patch_size", tooltip="Side of the square patches, in pixels")
+        self.epochs = SpinBox(label="epochs", value=library_default("n_epochs"), min=1, max=50, name="epochs",
+                              tooltip="Passes over the training patches")
+        self.lam = FloatSpinBox(label="\u03bb", value=library_default("lam"), min=0.0, max=10.0, step=0.01,
+                                name="lam",
+                                tooltip="Sparsity of the codes while learning (patches are scaled to unit norm)")
+        self.n_patches = SpinBox(label="patches", value=library_default("n_patches"), min=100, max=1_000_000,
+                                 step=1000, name="n_patches",
+                                 tooltip="Training patches drawn from the image(s)")
+        self.every_plane = CheckBox(text="every plane of a stack", value=False, name="every_plane",
+                                    tooltip="Learn from every plane, not only the plane shown")
+        self.all_selected = CheckBox(text="every selected image", value=False, name="all_selected",
+                                     tooltip="Learn one dictionary from every image layer selected in the layer list")
+        self.file = FileEdit(label="file", mode="w", filter="*.npz", value="", name="file",
+                             tooltip="Dictionary file (.npz), as 'restore learn' writes them")
+        self.save_button = PushButton(text="Save", tooltip="Save the last learned or loaded dictionary to the file")
+        self.load_button = PushButton(text="Load", tooltip="Load the file's dictionary and show its atoms")
+        files = Container(widgets=[self.file, self.save_button, self.load_button], layout="horizontal",
+                          labels=False, label="file")
+        files.margins = (0, 0, 0, 0)
+        self.compare.visible = False  # a dictionary's atoms are not an image to compare with its input
+        self.learn_button = self.runner.run_button
+        self._mask_boxes = []  # "leave out" is chosen on purpose, never from the selection
+        self._finish_layout(
+            main=[self.image, self.exclude, self.branching],
+            advanced=[self.flat, self.n_atoms, self.patch_size, self.epochs, self.lam, self.n_patches,
+                      self.every_plane, self.all_selected, self.keep_each_run],
+            after=[Container(widgets=[files], labels=True)],
+            persisted=[self.branching, self.flat, self.n_atoms, self.patch_size, self.epochs, self.lam,
+                       self.n_patches, self.every_plane, self.all_selected, self.keep_each_run])
         self.save_button.changed.connect(lambda *_: self.save(self.file.value))
         self.load_button.changed.connect(lambda *_: self.load(self.file.value))
-        self._viewer.layers.events.inserted.connect(self._refresh)
-        self._viewer.layers.events.removed.connect(self._refresh)
-        self._job: Job | None = None
         self.dictionary: Any = None
 
-    def _refresh(self, *_: Any) -> None:
-        self.image.reset_choices()
-        self.exclude.reset_choices()
+    def _task(self) -> Task:
+        layers = self._inputs(bool(self.all_selected.value))
+        if not layers:
+            raise ValueError("choose an image layer first")
+        items = []
+        for layer in layers:
+            source = Source.of(layer)
+            planes = (plane_indices(np.shape(layer.data), bool(layer.rgb)) if self.every_plane.value
+                      else [current_plane_index(layer, tuple(self._viewer.dims.point))])
+            exclude = None if self.exclude.value is None else plane_masks(self.exclude.value, layer)
+            items.append((source, planes, exclude))
+        kwargs: dict[str, Any] = {"patch_size": int(self.patch_size.value), "lam": float(self.lam.value),
+                                  "n_patches": int(self.n_patches.value), "n_epochs": int(self.epochs.value)}
+        if self.flat.value:
+            kwargs.update(penalty="l1", n_atoms=int(self.n_atoms.value))
+        else:
+            kwargs.update(branching=parse_branching(self.branching.value))
+        source = layers[0]
+        record = {"source": ", ".join(layer.name for layer in layers), "params": dict(kwargs),
+                  "planes": sum(len(p) for _, p, _ in items),
+                  "left_out": None if self.exclude.value is None else self.exclude.value.name}
+        return Task(learn_task, (items, kwargs), text="Learning\u2026",
+                    on_return=lambda est: self._show(est, f"{source.name} atoms", source, record))
 
-    @property
-    def busy(self) -> bool:
-        """Whether learning is running."""
-        return self._job is not None and self._job.running
-
-    def run(self, *_: Any) -> Job | None:
-        """Learn on the current plane of the image layer, in the background."""
-        from restore import learn_dictionary
-
-        if self.busy:
-            return None
-        try:
-            layer = self.image.value
-            check_image_layer(layer)
-            idx = current_plane_index(layer, tuple(self._viewer.dims.point))
-            plane = as_float(np.asarray(layer.data[idx]))
-            mask = None if self.exclude.value is None else np.asarray(self.exclude.value.data) != 0
-            if mask is not None:
-                mask = mask.reshape(-1, *mask.shape[-2:]).any(axis=0)
-            kwargs = {"masks": mask, "patch_size": int(self.patch_size.value), "lam": float(self.lam.value),
-                      "n_patches": int(self.n_patches.value), "n_epochs": int(self.epochs.value),
-                      "channel_axis": -1 if layer.rgb else None}
-            if self.flat.value:
-                kwargs.update(penalty="l1", n_atoms=int(self.n_atoms.value))
-            else:
-                kwargs.update(branching=parse_branching(self.branching.value))
-        except Exception as exc:  # noqa: BLE001
-            self.status.value = f"Error: {notify_error(exc)}"
-            return None
-        name = layer.name
-        self.progress.value, self.progress.visible = 0, True
-        self.learn_button.enabled, self.cancel_button.enabled = False, True
-        self.status.value = "Learning\u2026"
-
-        def gen():
-            return (yield from progress_in_thread(lambda progress: learn_dictionary(plane, progress=progress,
-                                                                                    **kwargs)))
-
-        self._job = Job(gen, on_yield=self._on_progress, on_return=lambda est: self._on_done(est, name, plane),
-                        on_error=lambda exc: setattr(self.status, "value", f"Error: {notify_error(exc)}"),
-                        on_abort=lambda: setattr(self.status, "value", "Cancelled: the dictionary is unchanged."),
-                        on_finish=self._on_finish, progress={"desc": f"restore: learning on {name}"})
-        self._job.start()
-        return self._job
-
-    def cancel(self, *_: Any) -> None:
-        """Stop between mini-batches; the previous dictionary is kept."""
-        if self.busy:
-            self._job.cancel()
-
-    def _on_progress(self, value: tuple[int, int]) -> None:
-        done, total = value
-        self.progress.max = max(1, total)
-        self.progress.value = done
-
-    def _on_done(self, est: Any, name: str, plane: np.ndarray) -> None:
-        self._set_dictionary(est, f"{name} atoms")
-
-    def _set_dictionary(self, est: Any, layer_name: str) -> None:
+    def _show(self, est: Any, name: str, source: Any, record: dict[str, Any]) -> None:
         self.dictionary = est
         size = int(round(np.sqrt(est.components_.shape[1])))  # luminance patches
-        LEARNED[layer_name] = est
-        if layer_name in self._viewer.layers:
-            self._viewer.layers.remove(layer_name)
-        self._viewer.add_image(atoms_picture(est, size), name=layer_name)
+        kwargs = {"contrast_limits": (0.0, 1.0), "colormap": "gray", "metadata": {}}
+        layer = self.add_result(source, atoms_picture(est, size), name, {**record, "dictionary": est}, kwargs)
         kind = "flat" if est.tree_ is None else f"tree {tuple(est.branching)}"
-        self.status.value = f"{est.components_.shape[0]} atoms ({kind}) shown as {layer_name!r}."
-
-    def _on_finish(self) -> None:
-        self.progress.visible = False
-        self.learn_button.enabled, self.cancel_button.enabled = True, False
+        self.status.value = (f"{est.components_.shape[0]} atoms ({kind}) shown as {layer.name!r}; "
+                             "the Inpaint widget offers this dictionary.")
 
     def save(self, path: Any) -> None:
-        """Save the learned dictionary (``.npz``)."""
+        """Save the last learned or loaded dictionary (``.npz``)."""
         try:
             if self.dictionary is None:
                 raise ValueError("learn or load a dictionary first")
@@ -247,17 +245,17 @@ class LearnWidget(Container):
             self.dictionary.save(path)
             self.status.value = f"Saved {str(path)!r}."
         except Exception as exc:  # noqa: BLE001
-            self.status.value = f"Error: {notify_error(exc)}"
+            self.show_error(exc)
 
     def load(self, path: Any) -> None:
         """Load a dictionary saved by ``restore learn`` or :meth:`save` and show its atoms."""
         from restore import TreeDictionaryLearning
 
         try:
+            if str(path) in ("", "."):
+                raise ValueError("choose a dictionary file (.npz) to load")
             est = TreeDictionaryLearning.load(path)
         except Exception as exc:  # noqa: BLE001
-            self.status.value = f"Error: {notify_error(exc)}"
+            self.show_error(exc)
             return
-        from pathlib import Path
-
-        self._set_dictionary(est, f"{Path(path).stem} atoms")
+        self._show(est, f"{Path(path).stem} atoms", None, {"source": str(path)})

@@ -33,7 +33,7 @@ from .proximal import PENALTIES, _prox_rows
 from .tree import Tree
 from .wavelet import band_layout, default_level, level_splits, wavelet_forward, wavelet_inverse, wavelet_tree
 
-__all__ = ["LamChoice", "choose_lam", "denoise_wavelet_tree", "estimate_sigma"]
+__all__ = ["NOISE_MODELS", "LamChoice", "choose_lam", "denoise_wavelet_tree", "estimate_sigma"]
 
 CONVEX = ("l1", "tree_l2", "tree_linf")
 

@@ -1,4 +1,4 @@
-"""napari plugin, logic without Qt: manifest, sample data, planes, denoise steps, jobs."""
+"""napari plugin, logic without Qt: manifest, sample data, planes, types, regions, masks, denoise tasks, jobs."""
 
 import importlib
 import subprocess
@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("napari")
 pytest.importorskip("npe2")
 
-from restore_napari import _common, _denoise, _sample_data  # noqa: E402
+from restore_napari import _common, _denoise, _masks, _runner, _sample_data  # noqa: E402
 
 import restore  # noqa: E402
 
@@ -57,14 +57,15 @@ def test_manifest_validates_and_commands_resolve():
     commands = {c.id: c.python_name for c in pm.contributions.commands}
     assert {w.command for w in pm.contributions.widgets} <= set(commands)
     assert {s.command for s in pm.contributions.sample_data} <= set(commands)
-    assert [s.key for s in pm.contributions.sample_data] == ["noisy_camera", "cat_with_text"]
+    assert [s.key for s in pm.contributions.sample_data] == ["noisy_camera", "cat_with_text", "noisy_nuclei_volume"]
     for python_name in commands.values():
         module, attr = python_name.split(":")
         assert callable(getattr(importlib.import_module(module), attr)), python_name
 
 
 def test_importing_the_plugin_imports_no_qt():
-    code = ("import sys, restore_napari, restore_napari._common, restore_napari._denoise, restore_napari._sample_data\n"
+    code = ("import sys, restore_napari, restore_napari._common, restore_napari._denoise, restore_napari._inpaint, "
+            "restore_napari._learn, restore_napari._masks, restore_napari._sample_data\n"
             "qt = [m for m in sys.modules if m.split('.')[0] in ('qtpy', 'PyQt5', 'PyQt6', 'PySide2', 'PySide6')]\n"
             "assert not qt, qt\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)
@@ -104,7 +105,7 @@ def test_shipped_text_mask_matches_its_generator():
 
 
 # ---------------------------------------------------------------------------
-# Planes and derived layers
+# Planes, types and derived layers
 # ---------------------------------------------------------------------------
 
 
@@ -130,30 +131,48 @@ def test_current_plane_index_follows_dims_through_scale_and_translate():
     assert _common.current_plane_index(flat, viewer.dims.point) == ()
 
 
-def test_derived_layers_keep_transform_units_and_rgb():
+def test_derived_layers_keep_transform_look_metadata_and_record():
     from napari.components import ViewerModel
 
     viewer = ViewerModel()
     src = viewer.add_image(np.zeros((3, 16, 16, 3), np.uint8), rgb=True, scale=(3.0, 0.5, 0.25),
-                           translate=(1.0, 2.0, 3.0), name="src")
-    new = viewer.add_image(np.zeros((3, 16, 16, 3), np.float32), **_common.derived_layer_kwargs(src, "out"))
+                           translate=(1.0, 2.0, 3.0), name="src", metadata={"stage": 7})
+    new = viewer.add_image(np.zeros((3, 16, 16, 3), np.uint8),
+                           **_common.layer_kwargs(src, "out", {"widget": "denoise", "lam": [1.0]}))
     assert new.rgb and new.name == "out"
     np.testing.assert_allclose(new.scale, src.scale)
     np.testing.assert_allclose(new.translate, src.translate)
     np.testing.assert_allclose(new.affine.affine_matrix, src.affine.affine_matrix)
     assert tuple(new.contrast_limits) == (0, 255)
-    plane = viewer.add_image(np.zeros((1, 16, 16, 3), np.float32),
-                             **_common.plane_layer_kwargs(src, (2,), "p"))
-    np.testing.assert_allclose(plane.translate, (1.0 + 2 * 3.0, 2.0, 3.0))
-    np.testing.assert_allclose(plane.scale, src.scale)
+    assert new.metadata == {"stage": 7, "restore": {"widget": "denoise", "lam": [1.0]}}
+    assert src.metadata == {"stage": 7}
 
 
-def test_as_float_keeps_units():
+def test_offset_translate_places_a_crop_through_scale_and_rotation():
+    from napari.components import ViewerModel
+
+    viewer = ViewerModel()
+    src = viewer.add_image(np.zeros((3, 40, 50), np.float32), scale=(3.0, 0.5, 2.0), translate=(1.0, 2.0, 3.0),
+                           rotate=30)
+    crop = viewer.add_image(np.zeros((1, 10, 20), np.float32), scale=src.scale, rotate=30,
+                            translate=_common.offset_translate(src, (2, 5, 7)))
+    for point in [(0, 0, 0), (0, 9, 19), (0, 3, 4)]:
+        np.testing.assert_allclose(crop.data_to_world(point), src.data_to_world(np.add(point, (2, 5, 7))),
+                                   atol=1e-9)
+
+
+def test_as_float_keeps_units_and_like_input_restores_the_type():
     out = _common.as_float(np.array([[0, 255]], np.uint8))
     assert out.dtype == np.float32 and out.max() == 255
     f64 = np.ones((2, 2))
     assert _common.as_float(f64) is f64
     assert _common.as_float(np.ones((2, 2), np.float16)).dtype == np.float32
+    big = np.array([2**31 - 1, -(2**31)], np.int32)
+    assert _common.as_float(big).dtype == np.float64  # exact: float32 would round these
+    np.testing.assert_array_equal(_common.like_input(_common.as_float(big), np.int32), big)
+    np.testing.assert_array_equal(_common.like_input(np.array([-3.2, 12.5, 254.6, 300.0]), np.uint8),
+                                  np.array([0, 12, 255, 255], np.uint8))
+    assert _common.like_input(np.ones(2, np.float64), np.float32).dtype == np.float32
 
 
 def test_check_image_layer_messages():
@@ -165,9 +184,86 @@ def test_check_image_layer_messages():
         _common.check_image_layer(Image([np.zeros((64, 64)), np.zeros((32, 32))], multiscale=True))
 
 
+@pytest.mark.parametrize("visible, centre, expected, capped", [
+    (None, None, (0, 1000, 0, 600), False),  # unknown view: the whole plane fits
+    ((100, 200, 300, 340), None, (54, 246, 256, 384), False),  # the view and a margin, sides of 64
+    ((0, 1000, 0, 600), (500.0, 100.0), (372, 628, 36, 164), True),  # too large: capped, around the centre
+])
+def test_preview_region(visible, centre, expected, capped):
+    kw = {"max_pixels": 1000 * 600 if expected[1] == 1000 else 256 * 200, "margin": 16, "quantum": 64}
+    region, was_capped = _common.preview_region((1000, 600), visible, centre, **kw)
+    assert region == expected and was_capped == capped
+    r0, r1, c0, c1 = region
+    assert (r1 - r0) * (c1 - c0) <= kw["max_pixels"] and 0 <= r0 < r1 <= 1000 and 0 <= c0 < c1 <= 600
+
+
+# ---------------------------------------------------------------------------
+# Masks (napari layer models, no viewer)
+# ---------------------------------------------------------------------------
+
+
+def test_shapes_mask_respects_scale_and_translate():
+    from napari.layers import Image, Shapes
+
+    image = Image(np.zeros((40, 60), np.float32), scale=(2.0, 0.5), translate=(10.0, -5.0))
+    # a rectangle in world coordinates with corners at pixels (5, 20) and (15, 40) of the image
+    world = np.array([[10 + 2 * 5, -5 + 0.5 * 20], [10 + 2 * 5, -5 + 0.5 * 40],
+                      [10 + 2 * 15, -5 + 0.5 * 40], [10 + 2 * 15, -5 + 0.5 * 20]])
+    shapes = Shapes([(world - (1.0, 3.0)) / (0.5, 2.0)], shape_type="polygon", scale=(0.5, 2.0), translate=(1.0, 3.0))
+    m = _masks.plane_masks(shapes, image)(())
+    rows, cols = np.nonzero(m)
+    assert (rows.min(), rows.max(), cols.min(), cols.max()) == (5, 15, 20, 40)
+
+
+def test_shapes_on_a_stack_apply_to_their_own_plane():
+    from napari.layers import Image, Shapes
+
+    image = Image(np.zeros((4, 30, 30), np.float32))
+    shapes = Shapes([np.array([[2, 5, 5], [2, 5, 15], [2, 15, 15], [2, 15, 5]], float)], shape_type="rectangle")
+    masks = _masks.plane_masks(shapes, image)
+    assert not masks.broadcast
+    assert masks((2,)).sum() == 11 * 11 and not masks((1,)).any() and not masks((3,)).any()
+    flat = Shapes([np.array([[5, 5], [5, 15], [15, 15], [15, 5]], float)], shape_type="rectangle")
+    masks = _masks.plane_masks(flat, image)
+    assert masks.broadcast and masks((0,)).sum() == masks((3,)).sum() == 11 * 11
+
+
+def test_labels_masks_broadcast_resample_and_merge_extra_axes():
+    from napari.layers import Image, Labels
+
+    image = Image(np.zeros((3, 20, 30), np.float32))
+    lab = np.zeros((20, 30), np.uint8)
+    lab[4:6, 3:9] = 2
+    masks = _masks.plane_masks(Labels(lab), image)
+    assert masks.broadcast and masks((1,)).sum() == 12 and masks.count([(0,), (1,), (2,)]) == 36
+    coarse = Labels(lab[::2, ::2], scale=(2, 2))  # half resolution: each label pixel covers 2 x 2
+    assert _masks.plane_masks(coarse, image)((0,)).sum() == 3 * 2 * 2
+    extra = np.zeros((2, 3, 20, 30), np.uint8)  # a time axis the image does not have: marked at any time
+    extra[1, 2, 0, 0] = extra[0, 2, 5, 5] = 1
+    m = _masks.plane_masks(Labels(extra), image)
+    assert not m.broadcast and m((2,)).sum() == 2 and not m((1,)).any()
+    with pytest.raises(ValueError, match="choose a mask layer"):
+        _masks.plane_masks(None, image)
+
+
+def test_describe_says_how_a_mask_applies():
+    from napari.layers import Image, Labels
+
+    stack = Image(np.zeros((5, 8, 8), np.float32), name="stack")
+    assert "every plane" in _masks.describe(Labels(np.zeros((8, 8), np.uint8), name="m"), stack)
+    assert "plane by plane" in _masks.describe(Labels(np.zeros((5, 8, 8), np.uint8), name="m"), stack)
+    assert _masks.describe(Labels(np.zeros((8, 8), np.uint8)), Image(np.zeros((8, 8)))) == ""
+
+
 # ---------------------------------------------------------------------------
 # Denoise logic
 # ---------------------------------------------------------------------------
+
+
+def _plane(plane, params, rgb=False, cache=None, key=None):
+    """Denoise one plane through the task generator, in this thread."""
+    _, value = _runner.drive(_denoise.denoise_plane(_runner.Control(), plane, params, rgb, cache, key))
+    return value
 
 
 def test_params_validation_names_the_bad_value():
@@ -181,7 +277,7 @@ def test_params_validation_names_the_bad_value():
 
 def test_sure_with_multiplier_one_is_the_librarys_sure():
     noisy, _ = _noisy((64, 80))
-    out, info = _denoise.denoise_plane(noisy, _denoise.DenoiseParams(), rgb=False)
+    out, info = _plane(noisy, _denoise.DenoiseParams())
     ref = restore.denoise_wavelet_tree(noisy, lam="sure")
     assert out.dtype == np.float32
     np.testing.assert_allclose(out, ref, rtol=0, atol=1e-5)
@@ -194,7 +290,7 @@ def test_sure_with_multiplier_one_is_the_librarys_sure():
 def test_rule_multiplier_scales_the_automatic_lam(penalty):
     noisy, _ = _noisy((64, 64))
     params = _denoise.DenoiseParams(penalty=penalty, lam_mode="rule", multiplier=2.0, sigma=0.1)
-    out, info = _denoise.denoise_plane(noisy, params, rgb=False)
+    out, info = _plane(noisy, params)
     choice = restore.choose_lam(noisy, sigma=0.1, penalty=penalty, method="rule")
     assert info.lam == pytest.approx(tuple(2 * v for v in choice.lam))
     assert info.sigma == (0.1,) and info.sigma_given
@@ -205,7 +301,7 @@ def test_rule_multiplier_scales_the_automatic_lam(penalty):
 def test_manual_lam_is_used_as_is():
     noisy, _ = _noisy((64, 64))
     params = _denoise.DenoiseParams(lam_mode="manual", lam=0.05, cycle_spins=2, wavelet="haar")
-    out, info = _denoise.denoise_plane(noisy, params, rgb=False)
+    out, info = _plane(noisy, params)
     assert info.lam == (0.05,)
     ref = restore.denoise_wavelet_tree(noisy, lam=0.05, wavelet="haar", cycle_spins=2)
     np.testing.assert_allclose(out, ref, atol=1e-6)
@@ -214,50 +310,61 @@ def test_manual_lam_is_used_as_is():
 def test_rgb_is_denoised_as_colour_and_alpha_kept():
     noisy, _ = _noisy((48, 48, 3))
     rgba = np.concatenate([noisy, np.full((48, 48, 1), 0.7, np.float32)], axis=-1)
-    params = _denoise.DenoiseParams(lam_mode="rule")
-    out, info = _denoise.denoise_plane(rgba, params, rgb=True)
+    out, info = _plane(rgba, _denoise.DenoiseParams(lam_mode="rule"), rgb=True)
     assert out.shape == rgba.shape and len(info.lam) == 3
     np.testing.assert_array_equal(out[..., 3], rgba[..., 3])
     ref = restore.denoise_wavelet_tree(noisy, lam=list(info.lam), channel_axis=-1)
     np.testing.assert_allclose(out[..., :3], ref, atol=1e-5)
 
 
-def test_integer_planes_keep_their_units():
+def test_integer_planes_are_denoised_in_their_units():
     rng = np.random.default_rng(1)
     img = np.clip(128 + 20 * rng.standard_normal((64, 64)), 0, 255).astype(np.uint8)
-    out, info = _denoise.denoise_plane(img, _denoise.DenoiseParams(lam_mode="rule"), rgb=False)
+    out, info = _plane(img, _denoise.DenoiseParams(lam_mode="rule"))
     assert out.dtype == np.float32 and 100 < out.mean() < 156
     assert 15 < info.sigma[0] < 25  # in the layer's units, not img_as_float's
 
 
-def test_denoise_planes_yields_per_plane_and_returns_the_stack():
+def _source(data, rgb=False, name="s"):
+    from napari.layers import Image
+
+    return _denoise.Source.of(Image(data, rgb=rgb, name=name))
+
+
+def test_denoise_task_reports_progress_inside_planes_and_returns_each_layer_in_its_type():
     stack, _ = _noisy((3, 40, 48))
     stack = stack * np.array([1.0, 2.0, 3.0], np.float32)[:, None, None]
+    ints = np.clip(100 * stack[:2], 0, 255).astype(np.uint8)
     params = _denoise.DenoiseParams()
-    gen = _denoise.denoise_planes(stack, params, rgb=False)
-    progress = []
-    with pytest.raises(StopIteration) as stop:
-        while True:
-            progress.append(next(gen))
-    assert [(d, t) for d, t, _ in progress] == [(1, 3), (2, 3), (3, 3)]
-    out = stop.value.value
-    assert out.shape == stack.shape and out.dtype == np.float32
+    seen, _ = _runner.drive(_denoise.denoise_task(_runner.Control(), [_source(stack), _source(ints)], params))
+    fractions = [v.fraction for v in seen if isinstance(v, _runner.Progress)]
+    assert fractions == sorted(fractions) and fractions[-1] == pytest.approx(1.0)
+    assert len(set(fractions)) >= 2 * 5  # reports inside each plane
+    first, second = (v.value for v in seen if isinstance(v, _runner.Output))
+    assert first.data.shape == stack.shape and first.data.dtype == np.float32
     for i in range(3):
-        np.testing.assert_allclose(out[i], _denoise.denoise_plane(stack[i], params, rgb=False)[0], atol=1e-6)
-    assert progress[2][2].sigma[0] > progress[0][2].sigma[0]  # sigma estimated per plane
+        np.testing.assert_allclose(first.data[i], _plane(stack[i], params)[0], atol=1e-6)
+    assert first.infos[2].sigma[0] > first.infos[0].sigma[0]  # sigma estimated per plane
+    assert second.data.dtype == np.uint8
+    np.testing.assert_array_equal(second.data[1], _common.like_input(_plane(ints[1], params)[0], np.uint8))
 
 
 def test_preview_is_provisional_until_sure_is_cached():
     noisy, _ = _noisy((64, 64))
     cache = _common.LruCache()
     params = _denoise.DenoiseParams()
-    first = list(_denoise.preview_steps(noisy, params, False, cache, key="k"))
+    src = _source(noisy)
+
+    def preview(p):
+        seen, _ = _runner.drive(_denoise.preview_task(_runner.Control(), src, (), (0, 64, 0, 64), p, cache))
+        return [v.value for v in seen if isinstance(v, _runner.Output)]
+
+    first = preview(params)
     assert [info.provisional for _, info in first] == [True, False]
     assert first[0][1].lam != first[1][1].lam
-    again = list(_denoise.preview_steps(noisy, replace(params, multiplier=0.5), False, cache, key="k"))
+    again = preview(replace(params, multiplier=0.5))
     assert len(again) == 1 and again[0][1].lam == pytest.approx(tuple(0.5 * v for v in first[1][1].lam))
-    manual = list(_denoise.preview_steps(noisy, replace(params, lam_mode="manual", lam=0.1), False, cache, "k"))
-    assert len(manual) == 1
+    assert len(preview(replace(params, lam_mode="manual", lam=0.1))) == 1
 
 
 def test_format_info():
@@ -275,14 +382,14 @@ def test_format_info():
 # ---------------------------------------------------------------------------
 
 
-def _count(n):
+def _count(control, n):
     yield from range(n)
     return "done"
 
 
 def test_job_runs_and_returns():
     seen, result, finished = [], [], []
-    job = _common.Job(_count, 3, on_yield=seen.append, on_return=result.append,
+    job = _runner.Job(_count, 3, on_yield=seen.append, on_return=result.append,
                       on_finish=lambda: finished.append(True))
     job.start()
     assert seen == [0, 1, 2] and result == ["done"] and finished == [True]
@@ -291,15 +398,32 @@ def test_job_runs_and_returns():
 
 def test_job_cancel_stops_at_the_next_yield_and_discards_the_result():
     seen, result, aborted = [], [], []
-    job = _common.Job(_count, 5, on_yield=lambda v: (seen.append(v), v == 1 and job.cancel()),
+    job = _runner.Job(_count, 5, on_yield=lambda v: (seen.append(v), v == 1 and job.cancel()),
                       on_return=result.append, on_abort=lambda: aborted.append(True))
     job.start()
     assert seen == [0, 1] and result == [] and aborted == [True] and job.outcome == "aborted"
 
 
+def test_control_call_stops_the_library_at_its_next_report():
+    control = _runner.Control()
+    calls = []
+
+    def slow(progress):
+        for i in range(100):
+            progress(i, 100)
+            calls.append(i)
+            if i == 3:
+                control.cancel()
+        return "finished"
+
+    with pytest.raises(restore.Cancelled):
+        _runner.drive(control.call(slow))
+    assert calls == [0, 1, 2, 3]
+
+
 def test_job_errors_become_notifications_with_the_librarys_message(errors):
     params = _denoise.DenoiseParams(wavelet="bior1.3")
-    job = _common.Job(_denoise.denoise_planes, np.zeros((32, 32), np.float32), params, False)
+    job = _runner.Job(_denoise.denoise_task, [_source(np.zeros((32, 32), np.float32))], params)
     job.start()
     assert job.outcome == "errored"
     assert errors == ["restore-tree: Invalid wavelet: 'bior1.3' is not orthogonal: tree denoising needs an "
@@ -312,21 +436,21 @@ def test_error_message_shows_type_for_unexpected_errors():
 
 
 def test_warm_up_runs_once_per_process(monkeypatch):
-    monkeypatch.setattr(_common, "_WARM", {})
+    monkeypatch.setattr(_runner, "_WARM", {})
     calls, done = [], []
 
-    def gen():
+    def gen(control):
         calls.append(1)
         yield 1
 
-    assert _common.ensure_warm("k", gen, desc="x", on_done=lambda: done.append(1)) is not None
-    assert _common.is_warm("k") and calls == [1] and done == [1]
-    assert _common.ensure_warm("k", gen, desc="x", on_done=lambda: done.append(2)) is None
+    assert _runner.ensure_warm("k", gen, on_done=lambda: done.append(1)) is not None
+    assert _runner.is_warm("k") and calls == [1] and done == [1]
+    assert _runner.ensure_warm("k", gen, on_done=lambda: done.append(2)) is None
     assert calls == [1] and done == [1]
 
 
 def test_warm_up_compiles_every_penalty():
-    assert list(_denoise.warm_up()) == list(restore.PENALTIES)
+    assert list(_denoise.warm_up(_runner.Control())) == list(restore.PENALTIES)
 
 
 def test_lru_cache_drops_the_oldest():

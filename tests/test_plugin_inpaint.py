@@ -5,54 +5,42 @@ import pytest
 
 pytest.importorskip("napari")
 
-from restore_napari import _inpaint  # noqa: E402
+from restore_napari import _denoise, _inpaint, _masks, _runner  # noqa: E402
+
+import restore  # noqa: E402
 
 PLUGIN = "restore-tree"
 TIMEOUT = 60_000
 
 
-def test_shapes_mask_respects_scale_and_translate():
-    from napari.layers import Image, Shapes
-
-    image = Image(np.zeros((40, 60), np.float32), scale=(2.0, 0.5), translate=(10.0, -5.0))
-    # a rectangle in world coordinates with corners at pixels (5, 20) and (15, 40) of the image
-    world = np.array([[10 + 2 * 5, -5 + 0.5 * 20], [10 + 2 * 5, -5 + 0.5 * 40],
-                      [10 + 2 * 15, -5 + 0.5 * 40], [10 + 2 * 15, -5 + 0.5 * 20]])
-    shapes = Shapes([(world - (1.0, 3.0)) / (0.5, 2.0)], shape_type="polygon", scale=(0.5, 2.0), translate=(1.0, 3.0))
-    m = _inpaint.mask_for_image(shapes, image)
-    rows, cols = np.nonzero(m)
-    assert (rows.min(), rows.max(), cols.min(), cols.max()) == (5, 15, 20, 40)
+@pytest.fixture(autouse=True)
+def _settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("RESTORE_PLUGIN_SETTINGS", str(tmp_path / "settings.ini"))
 
 
-def test_labels_mask_and_errors():
+def _source(data, rgb=False):
+    from napari.layers import Image
+
+    return _denoise.Source.of(Image(data, rgb=rgb, name="stack"))
+
+
+def test_task_inpaints_every_marked_plane_and_reports_progress():
     from napari.layers import Image, Labels
 
-    image = Image(np.zeros((3, 20, 30), np.float32))
-    lab = np.zeros((20, 30), np.uint8)
-    lab[4:6, 3:9] = 2
-    m = _inpaint.mask_for_image(Labels(lab), image)
-    assert m.sum() == 12
-    with pytest.raises(ValueError, match="planes of"):
-        _inpaint.mask_for_image(Labels(np.zeros((5, 5), np.uint8)), image)
-    with pytest.raises(ValueError, match="choose a mask layer"):
-        _inpaint.mask_for_image(None, image)
-
-
-def test_generator_inpaints_every_plane_and_reports_batches():
     rng = np.random.default_rng(0)
     stack = (100 + 20 * rng.standard_normal((2, 48, 48))).astype(np.float32)
-    mask = np.zeros((48, 48), bool)
-    mask[20:23, 5:40] = True
-    gen = _inpaint.inpaint_planes(stack, mask, False, 8, 4, 4, None)
-    steps = []
-    try:
-        while True:
-            steps.append(next(gen))
-    except StopIteration as stop:
-        out = stop.value
-    assert {s[0] for s in steps} == {0, 1} and all(s[1] == 2 for s in steps)
-    np.testing.assert_array_equal(out[:, ~mask], stack[:, ~mask])
-    assert np.all(np.isfinite(out))
+    mask = np.zeros((48, 48), np.uint8)
+    mask[20:23, 5:40] = 1
+    masks = _masks.plane_masks(Labels(mask), Image(stack))
+    params = _inpaint.InpaintParams(n_passes=4)
+    seen, _ = _runner.drive(_inpaint.inpaint_task(_runner.Control(), [(_source(stack), masks)],
+                                                  restore.default_dictionary(), params))
+    [out] = [v.value for v in seen if isinstance(v, _runner.Output)]
+    fractions = [v.fraction for v in seen if isinstance(v, _runner.Progress)]
+    assert fractions == sorted(fractions) and fractions[-1] == pytest.approx(1.0)
+    assert out.pixels == 2 * mask.sum() and out.planes == 2 and out.data.dtype == np.float32
+    np.testing.assert_array_equal(out.data[:, mask == 0], stack[:, mask == 0])
+    assert np.all(np.isfinite(out.data)) and np.all(out.data[:, mask != 0] != stack[:, mask != 0])
 
 
 @pytest.mark.gui
@@ -68,24 +56,25 @@ def test_widget_inpaints_the_sample_and_cancel_adds_nothing(make_napari_viewer, 
     before = np.array(src.data, copy=True)
     widget.image.value = src
     widget.mask.value = viewer.layers["text mask"]
-    widget.n_passes.value = 6
+    widget.learned.value = _inpaint.SHIPPED  # the shipped dictionary as is: no adaptation, a fast test
+    widget.n_passes.value = 2
     seen = []
     widget.progress.changed.connect(lambda v: seen.append(v))
     widget.run()
     qtbot.waitUntil(lambda: "chelsea with text [inpainted]" in viewer.layers and not widget.busy, timeout=TIMEOUT)
     out = viewer.layers["chelsea with text [inpainted]"]
     mask = viewer.layers["text mask"].data != 0
-    assert out.rgb and out.data.shape == src.data.shape
+    assert out.rgb and out.data.shape == src.data.shape and out.data.dtype == np.uint8
     np.testing.assert_array_equal(src.data, before)
-    np.testing.assert_allclose(out.data[~mask], src.data[~mask])
+    np.testing.assert_array_equal(out.data[~mask], src.data[~mask])
     assert len(seen) >= 2  # the progress bar moved
+    assert out.metadata["restore"]["params"]["dictionary"] == "shipped"
     assert not errors
-    # cancel: no new layer
+    # cancel: no new layer, at once
     n_layers = len(viewer.layers)
     job = widget.run()
     widget.cancel()
-    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
-    assert job.outcome == "aborted" and len(viewer.layers) == n_layers
+    assert not widget.busy and job.outcome == "aborted" and len(viewer.layers) == n_layers
     # an all-missing mask is an error notification, not a traceback
     full = viewer.add_labels(np.ones((256, 256), np.uint8), name="everything")
     widget.mask.value = full
@@ -137,6 +126,7 @@ def test_learn_widget_learns_saves_loads_and_feeds_inpaint(make_napari_viewer, q
     learn.branching.value = "4 2"
     learn.n_patches.value = 2000
     learn.run()
+    assert learn.busy
     qtbot.waitUntil(lambda: "chelsea with text atoms" in viewer.layers and not learn.busy, timeout=TIMEOUT)
     assert learn.dictionary.components_.shape == (13, 64)  # luminance
     path = tmp_path / "d.npz"
@@ -146,9 +136,12 @@ def test_learn_widget_learns_saves_loads_and_feeds_inpaint(make_napari_viewer, q
     assert "d atoms" in viewer.layers
     _, inp = viewer.window.add_plugin_dock_widget(PLUGIN, "Inpaint")
     inp.learned.reset_choices()
-    inp.learned.value = learn.dictionary
+    atoms = viewer.layers["chelsea with text atoms"]
+    inp.learned.value = atoms
     inp.image.value = viewer.layers["chelsea with text"]
     inp.mask.value = viewer.layers["text mask"]
-    inp.n_passes.value = 6
+    inp.n_passes.value = 2
     inp.run()
     qtbot.waitUntil(lambda: "chelsea with text [inpainted]" in viewer.layers and not inp.busy, timeout=TIMEOUT)
+    assert viewer.layers["chelsea with text [inpainted]"].metadata["restore"]["params"]["dictionary"] == (
+        "chelsea with text atoms")

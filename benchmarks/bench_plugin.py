@@ -1,0 +1,173 @@
+"""How the napari plugin feels on one large plane: progress, Cancel latency, preview time, dock heights.
+
+    .venv/bin/python benchmarks/bench_plugin.py [--size 4096] [--spins 8]
+
+Opens a real napari window (its own Xvfb display when none is set, Qt's
+``xcb`` platform), docks the three widgets through the manifest and presses
+them as a user would, on one noisy float32 plane of ``size x size`` with
+``spins`` cycle spins and lam by SURE:
+
+- Denoise: the time between progress updates of the bar, the time from
+  Cancel to the widget being idle and to the library call having stopped
+  (pressed during SURE, then during the shifts), and a whole run;
+- Preview: time to the first (rule) and final (SURE) preview of the view
+  zoomed out (a region capped around the centre) and zoomed in, and how long
+  it keeps working once unticked;
+- the docks' ``sizeHint`` heights.
+
+Numbers depend on the machine and its load; the first call at a new plane
+shape also builds the wavelet tree (not interruptible), which is timed
+separately.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+
+PLUGIN = "restore-tree"
+
+
+def _display() -> subprocess.Popen | None:
+    if os.environ.get("DISPLAY"):
+        return None
+    if shutil.which("Xvfb") is None:
+        sys.exit("no display and no Xvfb: run `bash .ci/setup` first")
+    proc = subprocess.Popen(["Xvfb", ":96", "-screen", "0", "1920x1080x24", "-nolisten", "tcp"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    os.environ["DISPLAY"] = ":96"
+    return proc
+
+
+def _calls() -> int:
+    return sum(t.name == "restore-call" for t in threading.enumerate())
+
+
+def main() -> None:
+    """Run the measurements and print them."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", type=int, default=4096)
+    ap.add_argument("--spins", type=int, default=8)
+    args = ap.parse_args()
+    xvfb = _display()
+    os.environ.setdefault("QT_QPA_PLATFORM", "xcb")
+    os.environ.setdefault("RESTORE_PLUGIN_SETTINGS", os.path.join("/tmp", f"bench_plugin_{os.getpid()}.ini"))
+    try:
+        import napari
+        from qtpy.QtWidgets import QApplication
+
+        import restore
+
+        app = QApplication.instance() or QApplication([])
+
+        def wait(pred, timeout=600.0) -> float:
+            t0 = time.perf_counter()
+            while not pred():
+                app.processEvents()
+                time.sleep(0.002)
+                if time.perf_counter() - t0 > timeout:
+                    raise TimeoutError
+            return time.perf_counter() - t0
+
+        n = args.size
+        rng = np.random.default_rng(0)
+        y, x = np.mgrid[:n, :n].astype(np.float32)
+        img = (100 + 50 * np.sin(x / 40) * np.cos(y / 60)).astype(np.float32)
+        img += (10 * rng.standard_normal((n, n))).astype(np.float32)
+        t0 = time.perf_counter()
+        restore.denoise_wavelet_tree(img, lam=5.0)
+        print(f"plane {n}x{n} float32, {args.spins} cycle spins, SURE")
+        print(f"  first library call at this shape (builds the wavelet tree): {time.perf_counter() - t0:.1f} s")
+
+        viewer = napari.Viewer(show=True)
+        viewer.window._qt_window.resize(1600, 1000)  # noqa: SLF001 - a fixed window for comparable numbers
+        layer = viewer.add_image(img, name="big")
+        docks = {}
+        for name in ("Denoise (wavelet tree)", "Inpaint", "Learn dictionary"):
+            docks[name] = viewer.window.add_plugin_dock_widget(PLUGIN, name)
+        for _ in range(50):
+            app.processEvents()
+        heights = {name: dock.sizeHint().height() for name, (dock, _) in docks.items()}
+        print("  dock sizeHint heights: " + ", ".join(f"{k} {v} px" for k, v in heights.items())
+              + f" (sum {sum(heights.values())} px)")
+        w = docks["Denoise (wavelet tree)"][1]
+        wait(lambda: not w.busy)
+        w.image.value = layer
+        w.cycle_spins.value = args.spins
+
+        # progress and Cancel
+        for phase, delay in (("during SURE", 3.0), ("during the shifts", None)):
+            stamps = []
+            w.progress.changed.connect(lambda v, stamps=stamps: stamps.append((time.perf_counter(), v)))
+            w.apply_button.clicked.emit()
+            t_start = time.perf_counter()
+            if delay is None:  # into the shifts: past SURE's share of the bar
+                wait(lambda: w.progress.value > 0.75 * w.progress.max)
+            else:
+                wait(lambda d=delay, t=t_start: time.perf_counter() - t > d)
+            t_cancel = time.perf_counter()
+            w.cancel_button.clicked.emit()
+            idle = wait(lambda: not w.busy)
+            stopped = wait(lambda: _calls() == 0)
+            gaps = np.diff([t_start] + [t for t, _ in stamps if t <= t_cancel])
+            print(f"  Cancel {phase} (after {t_cancel - t_start:.1f} s, bar at {w.progress.value}/"
+                  f"{w.progress.max}): idle after {idle * 1000:.0f} ms, library call stopped after "
+                  f"{(idle + stopped):.2f} s; bar updated {len(gaps)} times, longest gap {gaps.max():.2f} s")
+        stamps = []
+        w.progress.changed.connect(lambda v: stamps.append(time.perf_counter()))
+        w.apply_button.clicked.emit()
+        t_start = time.perf_counter()
+        total = wait(lambda: not w.busy and "big [tree_l2]" in viewer.layers)
+        gaps = np.diff([t_start, *stamps])
+        print(f"  whole run (SURE cached by the cancelled runs or not): {total:.1f} s, bar updated "
+              f"{len(stamps)} times, longest gap {gaps.max():.2f} s")
+        viewer.layers.remove("big [tree_l2]")
+
+        # preview
+        camera = viewer.scene.camera if hasattr(viewer, "scene") else viewer.camera
+        for view, zoom in (("zoomed out (whole plane in view)", None), ("zoomed in (about 800 x 500 pixels)", 2.0)):
+            viewer.reset_view()
+            if zoom is not None:
+                camera.zoom = zoom
+                camera.center = (n / 3, n / 3)
+            for _ in range(20):
+                app.processEvents()
+                time.sleep(0.01)
+            w.multiplier.value = 1.0 + (0.01 if zoom else 0.0)  # SURE itself is cached per region
+            w.preview.value = True
+            first = wait(lambda: "big [preview]" in viewer.layers)
+            final = first + wait(lambda: not w.busy)
+            prev = viewer.layers["big [preview]"]
+            print(f"  Preview {view}: region {prev.data.shape[-2]}x{prev.data.shape[-1]}, first shown after "
+                  f"{first:.2f} s, final after {final:.2f} s ({w.status.value})")
+            w.preview.value = False
+            app.processEvents()
+        # untick while it works
+        viewer.reset_view()
+        w.multiplier.value = 1.3
+        w.penalty.value = "tree_linf"  # not cached: SURE runs again
+        w.preview.value = True
+        wait(lambda: w.busy)
+        time.sleep(0.5)
+        t0 = time.perf_counter()
+        w.preview.value = False
+        idle = wait(lambda: not w.busy)
+        stopped = wait(lambda: _calls() == 0)
+        print(f"  Preview unticked while working: idle after {idle * 1000:.0f} ms, library call stopped after "
+              f"{idle + stopped:.2f} s")
+        viewer.close()
+    finally:
+        if xvfb is not None:
+            xvfb.terminate()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Issue 18, item 2: results keep what the input had (real napari, Xvfb)."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("napari")
+pytest.importorskip("pytestqt")
+
+pytestmark = pytest.mark.gui
+
+PLUGIN = "restore-tree"
+TIMEOUT = 30_000  # ms
+SIZE = 48
+
+
+@pytest.fixture(autouse=True)
+def _settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("RESTORE_PLUGIN_SETTINGS", str(tmp_path / "settings.ini"))
+
+
+@pytest.fixture
+def errors(monkeypatch):
+    import napari.utils.notifications as notifications
+
+    shown = []
+    monkeypatch.setattr(notifications, "show_error", shown.append)
+    return shown
+
+
+def _dock(viewer, qtbot, name):
+    _, widget = viewer.window.add_plugin_dock_widget(PLUGIN, name)
+    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)  # first-use compilation
+    return widget
+
+
+def _press(qtbot, viewer, widget, button):
+    before = {layer.name for layer in viewer.layers}
+    button.clicked.emit()
+    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
+    return [layer for layer in viewer.layers if layer.name not in before]
+
+
+def _photo(dtype, shape=(64, 64), seed=0):
+    """A smooth picture with noise, in the full range of an integer dtype (or 0-1 for floats)."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[: shape[0], : shape[1]]
+    clean = 0.5 + 0.4 * np.sin(x / 6.0) * np.cos(y / 9.0)
+    noisy = clean + 0.08 * rng.standard_normal(shape)
+    if np.dtype(dtype).kind in "ui":
+        top = np.iinfo(dtype).max
+        return np.clip(np.rint(noisy * top), 0, top).astype(dtype)
+    return noisy.astype(dtype)
+
+
+def test_denoise_keeps_each_images_type_and_range(make_napari_viewer, qtbot, errors):
+    """Integers come back in their dtype and range (rounded, clipped), floats keep their precision."""
+    viewer = make_napari_viewer()
+    widget = _dock(viewer, qtbot, "Denoise (wavelet tree)")
+    dtypes = (np.uint8, np.uint16, np.float32, np.float64)
+    sources = [viewer.add_image(_photo(dtype), name=np.dtype(dtype).name) for dtype in dtypes]
+    viewer.layers.selection = set(sources)
+    widget.all_selected.value = True  # one run over the four (the batch of item 4)
+    outputs = _press(qtbot, viewer, widget, widget.apply_button)
+    assert not errors and len(outputs) == 4
+    for dtype, src in zip(dtypes, sources, strict=True):
+        out = viewer.layers[f"{src.name} [tree_l2]"]
+        assert out.data.dtype == dtype
+        top = np.iinfo(dtype).max if np.dtype(dtype).kind == "u" else 1.0
+        assert 0.4 * top < out.data.mean() < 0.6 * top  # the same range, not 0-1
+        assert np.abs(out.data.astype(float) - src.data).mean() < 0.1 * top  # and close to the input
+        assert tuple(out.contrast_limits) == tuple(src.contrast_limits)
+
+
+def test_results_keep_transform_rgb_contrast_and_record_parameters(make_napari_viewer, qtbot, errors):
+    viewer = make_napari_viewer()
+    rgb = np.stack([_photo(np.uint8, (SIZE, SIZE), seed=k) for k in range(3)], axis=-1)
+    src = viewer.add_image(rgb, name="colour", rgb=True, scale=(0.5, 2.0), translate=(3.0, -4.0),
+                           contrast_limits=(10, 240), metadata={"microscope": "A"})
+    labels = np.zeros((SIZE, SIZE), np.uint8)
+    labels[22:26, 8:40] = 1
+    viewer.add_labels(labels, name="scratch", scale=(0.5, 2.0), translate=(3.0, -4.0))
+    denoise = _dock(viewer, qtbot, "Denoise (wavelet tree)")
+    inpaint = _dock(viewer, qtbot, "Inpaint")
+    denoise.image.value = src
+    inpaint.image.value = src
+    inpaint.mask.value = viewer.layers["scratch"]
+    inpaint.n_passes.value = 2
+    [den] = _press(qtbot, viewer, denoise, denoise.apply_button)
+    [inp] = _press(qtbot, viewer, inpaint, inpaint.run_button)
+    assert not errors
+    for out in (den, inp):
+        assert out.rgb and out.data.dtype == np.uint8 and out.data.shape == rgb.shape
+        np.testing.assert_allclose(out.scale, (0.5, 2.0))
+        np.testing.assert_allclose(out.translate, (3.0, -4.0))
+        assert tuple(out.contrast_limits) == (10, 240)
+        assert out.metadata["microscope"] == "A"  # the input's metadata is kept
+    record = den.metadata["restore"]
+    assert record["source"] == "colour" and record["params"]["penalty"] == "tree_l2" and len(record["lam"]) == 1
+    record = inp.metadata["restore"]
+    assert record["source"] == "colour" and record["mask"] == "scratch"
+    assert record["params"]["n_passes"] == 2 and record["params"]["patch_size"] == 8
+
+
+def test_running_again_replaces_the_previous_result_unless_each_run_is_kept(make_napari_viewer, qtbot, errors):
+    viewer = make_napari_viewer()
+    widget = _dock(viewer, qtbot, "Denoise (wavelet tree)")
+    src = viewer.add_image(_photo(np.float32), name="photo")
+    widget.image.value = src
+    [first] = _press(qtbot, viewer, widget, widget.apply_button)
+    widget.multiplier.value = 2.0
+    assert _press(qtbot, viewer, widget, widget.apply_button) == []  # replaced, not piled up
+    assert len(viewer.layers) == 2 and first in viewer.layers
+    assert first.metadata["restore"]["params"]["multiplier"] == 2.0
+    widget.keep_each_run.value = True
+    [second] = _press(qtbot, viewer, widget, widget.apply_button)
+    assert len(viewer.layers) == 3 and first in viewer.layers and second is not first
+    assert not errors

@@ -1,0 +1,368 @@
+"""Issue 20, section 4: volumes, photon noise and lazy layers in the Denoise widget (real napari, Xvfb)."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("napari")
+pytest.importorskip("pytestqt")
+da = pytest.importorskip("dask.array")
+
+import restore  # noqa: E402
+
+pytestmark = pytest.mark.gui
+
+PLUGIN = "restore-tree"
+DENOISE = "Denoise (wavelet tree)"
+TIMEOUT = 60_000  # ms
+CANCEL_BOUND_S = 1.5  # "Cancel acts within about a second", with room for a busy test machine
+
+
+@pytest.fixture(autouse=True)
+def _settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("RESTORE_PLUGIN_SETTINGS", str(tmp_path / "settings.ini"))
+
+
+@pytest.fixture
+def errors(monkeypatch):
+    import napari.utils.notifications as notifications
+
+    shown = []
+    monkeypatch.setattr(notifications, "show_error", shown.append)
+    return shown
+
+
+@pytest.fixture
+def infos(monkeypatch):
+    import napari.utils.notifications as notifications
+
+    shown = []
+    monkeypatch.setattr(notifications, "show_info", shown.append)
+    return shown
+
+
+def _dock(viewer, qtbot):
+    _, widget = viewer.window.add_plugin_dock_widget(PLUGIN, DENOISE)
+    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
+    return widget
+
+
+def _press(qtbot, viewer, widget, button):
+    before = {layer.name for layer in viewer.layers}
+    button.clicked.emit()
+    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
+    return [layer for layer in viewer.layers if layer.name not in before]
+
+
+def _blobs(shape, seed=0, sigma=0.1):
+    """A smooth volume (or stack) with Gaussian noise, float32."""
+    rng = np.random.default_rng(seed)
+    grids = np.meshgrid(*[np.arange(n, dtype=np.float32) for n in shape], indexing="ij")
+    clean = 0.5 + 0.3 * np.sin(grids[-1] / 7.0) * np.cos(grids[-2] / 9.0) * np.cos(grids[0] / 5.0)
+    return clean.astype(np.float32), (clean + sigma * rng.standard_normal(shape)).astype(np.float32)
+
+
+class Counting:
+    """An array that counts what is read from it (a stand-in for a file on disk behind a Dask array)."""
+
+    def __init__(self, a):
+        self.a, self.shape, self.dtype, self.ndim = a, a.shape, a.dtype, a.ndim
+        self.reads = []
+        self._lock = threading.Lock()
+
+    def __getitem__(self, key):
+        out = self.a[key]
+
+        with self._lock:
+            self.reads.append(int(np.size(out)))
+        return out
+
+
+def _psnr(x, ref):
+    return 10 * np.log10(1.0 / np.mean((np.asarray(x, float) - ref) ** 2))
+
+
+# ---------------------------------------------------------------------------
+# Volume (3-D) or plane by plane
+# ---------------------------------------------------------------------------
+
+
+def test_volume_is_offered_for_3d_layers_and_denoises_the_volume_as_a_whole(make_napari_viewer, qtbot, errors):
+    viewer = make_napari_viewer()
+    widget = _dock(viewer, qtbot)
+    flat = viewer.add_image(_blobs((48, 48))[1], name="photo")
+    widget.image.value = flat
+    assert [c for c in widget.process.choices] == [False]  # a photograph: plane by plane only
+    clean, noisy = _blobs((16, 48, 48))
+    stack = viewer.add_image(noisy, name="stack")
+    widget.image.value = stack
+    assert list(widget.process.choices) == [False, True]
+    assert widget.process.value is False  # the library's default: plane by plane
+    [planes] = _press(qtbot, viewer, widget, widget.apply_button)
+    widget.process.value = True
+    widget.keep_each_run.value = True
+    [volume] = _press(qtbot, viewer, widget, widget.apply_button)
+    assert not errors
+    expected = restore.denoise_wavelet_tree(noisy, axes=(0, 1, 2), lam="sure").astype(np.float32)
+    np.testing.assert_allclose(volume.data, expected, rtol=1e-5, atol=1e-6)  # one call over the volume
+    assert volume.metadata["restore"]["params"]["volume"] is True
+    assert _psnr(volume.data, clean) > _psnr(planes.data, clean)  # the third dimension helps
+    assert np.array_equal(stack.data, noisy)  # the input is untouched
+
+
+def test_progress_moves_and_cancel_acts_within_a_second_inside_one_volume(make_napari_viewer, qtbot, errors):
+    viewer = make_napari_viewer()
+    widget = _dock(viewer, qtbot)
+    widget.image.value = viewer.add_image(_blobs((32, 256, 256))[1], name="volume")
+    widget.process.value = True
+    widget.cycle_spins.value = 8
+    seen = []
+    widget.progress.changed.connect(seen.append)
+    widget.apply_button.clicked.emit()
+    qtbot.waitUntil(lambda: widget.progress.min < widget.progress.value, timeout=TIMEOUT)  # moves inside it
+    assert widget.busy
+    t0 = time.perf_counter()
+    widget.cancel_button.clicked.emit()
+    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
+    assert time.perf_counter() - t0 < CANCEL_BOUND_S
+    assert [layer.name for layer in viewer.layers] == ["volume"] and not errors
+    qtbot.waitUntil(lambda: not [t for t in threading.enumerate() if t.name == "restore-call"], timeout=TIMEOUT)
+    assert time.perf_counter() - t0 < 5.0  # the library call itself stopped (at its next report)
+
+
+def test_volume_preview_shows_the_current_slice_of_a_bounded_sub_volume(make_napari_viewer, qtbot, errors):
+    viewer = make_napari_viewer()
+    widget = _dock(viewer, qtbot)
+    _, noisy = _blobs((40, 160, 160))
+    src = viewer.add_image(noisy, name="volume")
+    widget.image.value = src
+    widget.process.value = True
+    viewer.dims.set_current_step(0, 3)
+    widget.preview.value = True
+    qtbot.waitUntil(lambda: "volume [preview]" in viewer.layers and not widget.busy, timeout=TIMEOUT)
+    preview = viewer.layers["volume [preview]"]
+    record = preview.metadata["restore"]
+    z0, z1 = record["volume_planes"]
+    r0, r1, c0, c1 = record["region"]
+    assert (z0, z1) == (0, widget.PREVIEW_DEPTH_PLANES)  # around plane 3, inside the volume
+    assert (z1 - z0) * (r1 - r0) * (c1 - c0) <= widget.PREVIEW_MAX_VOXELS  # bounded, not the whole volume
+    assert preview.data.shape == (1, r1 - r0, c1 - c0)  # only the current slice is shown
+    np.testing.assert_allclose(preview.translate, (3, r0, c0))
+    expected = restore.denoise_wavelet_tree(noisy[z0:z1, r0:r1, c0:c1], axes=(0, 1, 2), lam="sure")[3 - z0]
+    np.testing.assert_allclose(preview.data[0], expected, rtol=1e-5, atol=1e-6)
+    widget.preview.value = False
+    assert "volume [preview]" not in viewer.layers and not errors
+
+
+# ---------------------------------------------------------------------------
+# Poisson-Gaussian noise
+# ---------------------------------------------------------------------------
+
+
+def test_photon_noise_estimates_the_gain_reports_it_and_records_it(make_napari_viewer, qtbot, errors, infos):
+    """The sample volume (peak 10 photons: gain 0.1) denoised as a volume under Poisson-Gaussian noise."""
+    from restore_napari._sample_data import clean_nuclei
+
+    viewer = make_napari_viewer()
+    viewer.open_sample(PLUGIN, "noisy_nuclei_volume")
+    src = viewer.layers["nuclei (noisy)"]
+    assert src.data.shape == (32, 128, 128) and src.metadata["gain"] == 0.1
+    widget = _dock(viewer, qtbot)
+    widget.image.value = src
+    widget.process.value = True
+    widget.noise.value = "poisson-gaussian"
+    assert widget.gain.enabled and not widget.multiplier.enabled
+    [out] = _press(qtbot, viewer, widget, widget.apply_button)
+    assert not errors
+    noise = out.metadata["restore"]["noise"]
+    assert noise["gain_estimated"] and 0.07 < noise["gain"] < 0.13
+    assert any("gain" in message and f"{noise['gain']:.4g}" in message for message in infos)  # reported
+    assert "gain" in widget.info.value
+    clean = clean_nuclei()
+    assert _psnr(out.data, clean) > _psnr(src.data, clean) + 8  # about 19 dB noisy, about 30 denoised
+
+
+def test_estimate_fills_gain_and_read_noise_for_photon_noise(make_napari_viewer, qtbot, errors):
+    viewer = make_napari_viewer()
+    viewer.open_sample(PLUGIN, "noisy_nuclei_volume")
+    widget = _dock(viewer, qtbot)
+    widget.image.value = viewer.layers["nuclei (noisy)"]
+    widget.noise.value = "poisson-gaussian"
+    _press(qtbot, viewer, widget, widget.estimate)
+    assert not errors and 0.07 < widget.gain.value < 0.13
+    assert widget.sigma_auto.value is False
+    assert widget.params().gain == pytest.approx(widget.gain.value)
+
+
+def test_a_gain_given_is_used_as_is(make_napari_viewer, qtbot, errors, infos):
+    viewer = make_napari_viewer()
+    viewer.open_sample(PLUGIN, "noisy_nuclei_volume")
+    widget = _dock(viewer, qtbot)
+    src = viewer.layers["nuclei (noisy)"]
+    widget.image.value = src
+    widget.noise.value = "poisson-gaussian"
+    widget.gain.value = 0.1
+    widget.sigma_auto.value = False
+    widget.sigma.value = 0.02
+    [out] = _press(qtbot, viewer, widget, widget.apply_button)
+    assert not errors and not infos  # nothing estimated, nothing to report
+    expected = restore.denoise_wavelet_tree(src.data[5], noise="poisson-gaussian", gain=0.1, sigma=0.02, lam="sure")
+    np.testing.assert_allclose(out.data[5], expected, rtol=1e-5, atol=1e-6)  # plane by plane, as given
+    assert out.metadata["restore"]["noise"]["gain"] == 0.1
+
+
+# ---------------------------------------------------------------------------
+# Dask and multiscale layers: lazy results, never loaded whole
+# ---------------------------------------------------------------------------
+
+
+def test_a_dask_stack_gives_a_lazy_result_and_is_never_loaded_whole(make_napari_viewer, qtbot, errors):
+    _, noisy = _blobs((12, 128, 128))
+    store = Counting(noisy)
+    viewer = make_napari_viewer()
+    src = viewer.add_image(da.from_array(store, chunks=(1, 128, 128)), name="lazy", contrast_limits=(0, 1))
+    widget = _dock(viewer, qtbot)
+    widget.image.value = src
+    [out] = _press(qtbot, viewer, widget, widget.apply_button)
+    qtbot.wait(200)  # napari shows the result's current plane
+    assert not errors
+    assert isinstance(out.data, da.Array) and out.data.shape == noisy.shape and out.data.dtype == np.float32
+    assert out.metadata["restore"]["lazy"] is True
+    plane = noisy[0].size
+    assert max(store.reads) <= plane and sum(store.reads) <= 4 * plane  # what is shown, never the stack
+    k = int(viewer.dims.current_step[0])
+    expected = restore.denoise_wavelet_tree(noisy[k], lam="sure")
+    np.testing.assert_allclose(np.asarray(out.data[k]), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_dask_volume_with_photon_noise_reads_only_a_sample_to_estimate(make_napari_viewer, qtbot, errors,
+                                                                          monkeypatch, infos):
+    from restore_napari import _denoise
+
+    monkeypatch.setattr(_denoise, "NOISE_SAMPLE_VOXELS", 16 * 64 * 64)
+    from restore_napari._sample_data import noisy_nuclei_volume
+
+    [(noisy, _, _)] = noisy_nuclei_volume()
+    store = Counting(noisy)
+    viewer = make_napari_viewer()
+    widget = _dock(viewer, qtbot)
+    src = viewer.add_image(da.from_array(store, chunks=(32, 64, 64)), name="lazy volume", contrast_limits=(0, 1),
+                           visible=False)  # not shown: the reads are the widget's
+    widget.image.value = src
+    widget.process.value = True
+    widget.noise.value = "poisson-gaussian"
+    before_shown = []  # what was read when the result is added (napari then computes the slice it shows)
+    add_image = type(viewer).add_image
+    monkeypatch.setattr(type(viewer), "add_image", lambda self, *a, **k: (before_shown.append(sum(store.reads)),
+                                                                           add_image(self, *a, **k))[1])
+    [out] = _press(qtbot, viewer, widget, widget.apply_button)
+    assert not errors and isinstance(out.data, da.Array) and out.data.shape == noisy.shape
+    assert 0 < before_shown[0] <= 16 * 64 * 64  # the noise sample only
+    assert max(store.reads) <= 32 * 64 * 64  # showing a slice computes block by block, never the whole at once
+    assert 0.07 < out.metadata["restore"]["noise"]["gain"] < 0.13 and infos
+
+
+def test_a_multiscale_layer_gives_a_lazy_multiscale_result(make_napari_viewer, qtbot, errors):
+    _, noisy = _blobs((6, 128, 128))
+    stores = [Counting(noisy), Counting(noisy[:, ::2, ::2].copy())]
+    levels = [da.from_array(stores[0], chunks=(1, 128, 128)), da.from_array(stores[1], chunks=(1, 64, 64))]
+    viewer = make_napari_viewer()
+    src = viewer.add_image(levels, multiscale=True, name="pyramid", contrast_limits=(0, 1))
+    widget = _dock(viewer, qtbot)
+    widget.image.value = src
+    [out] = _press(qtbot, viewer, widget, widget.apply_button)
+    qtbot.wait(200)
+    assert not errors and out.multiscale
+    assert [lv.shape for lv in out.data] == [lv.shape for lv in levels]
+    assert all(isinstance(lv, da.Array) for lv in out.data)
+    assert sum(stores[0].reads) <= 3 * noisy[0].size  # the full resolution: at most what is shown
+
+
+def test_inpaint_refuses_a_multiscale_layer_with_a_message(make_napari_viewer, qtbot, errors):
+    _, noisy = _blobs((64, 64))
+    viewer = make_napari_viewer()
+    src = viewer.add_image([noisy, noisy[::2, ::2]], multiscale=True, name="pyramid", contrast_limits=(0, 1))
+    labels = np.zeros((64, 64), np.uint8)
+    labels[10:20, 10:20] = 1
+    viewer.add_labels(labels, name="hole")
+    _, widget = viewer.window.add_plugin_dock_widget(PLUGIN, "Inpaint")
+    widget.image.value = src
+    widget.mask.value = viewer.layers["hole"]
+    assert _press(qtbot, viewer, widget, widget.run_button) == []
+    assert errors and "multiscale" in errors[-1]
+
+
+# ---------------------------------------------------------------------------
+# The sample and the library's defaults
+# ---------------------------------------------------------------------------
+
+
+def test_nuclei_sample_is_the_poisson_gaussian_protocol_and_ships_with_the_package():
+    import fnmatch
+    from pathlib import Path
+
+    import tomllib
+    from restore_napari import _sample_data
+
+    [(noisy, meta, kind)] = _sample_data.noisy_nuclei_volume()
+    clean = _sample_data.clean_nuclei()
+    assert kind == "image" and noisy.dtype == np.float32 and noisy.shape == clean.shape == (32, 128, 128)
+    rng = np.random.default_rng(3)
+    expected = rng.poisson(10 * clean) / 10 + 0.02 * rng.standard_normal(clean.shape)
+    np.testing.assert_array_equal(noisy, expected.astype(np.float32))  # peak 10 photons, read noise 0.02, seed 3
+    assert meta["metadata"]["gain"] == 0.1 and meta["metadata"]["read_noise"] == 0.02
+    root = Path(__file__).resolve().parents[1]
+    data = root / "plugin" / "data" / "nuclei_32x128x128.npz"
+    assert data.stat().st_size < 1_000_000
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert any(fnmatch.fnmatch(data.name, p) for p in patterns["restore_napari.data"])  # in the wheel
+
+
+def test_widget_defaults_are_the_librarys(make_napari_viewer, qtbot):
+    import inspect
+
+    def defaults(fn):
+        return {k: p.default for k, p in inspect.signature(fn).parameters.items()}
+
+    viewer = make_napari_viewer()
+    denoise = _dock(viewer, qtbot)
+    _, inpaint = viewer.window.add_plugin_dock_widget(PLUGIN, "Inpaint")
+    _, learn = viewer.window.add_plugin_dock_widget(PLUGIN, "Learn dictionary")
+    d = defaults(restore.denoise_wavelet_tree)
+    assert (denoise.wavelet.value, denoise.penalty.value, denoise.cycle_spins.value, denoise.penalize_approx.value,
+            denoise.noise.value) == (d["wavelet"], d["penalty"], d["cycle_spins"], d["penalize_approx"], d["noise"])
+    d = defaults(restore.inpaint)
+    assert (inpaint.patch_size.value, inpaint.stride.value, inpaint.n_passes.value) == (
+        d["patch_size"], d["stride"], d["n_passes"])
+    d = defaults(restore.learn_dictionary)
+    assert (tuple(int(b) for b in learn.branching.value.split()), learn.patch_size.value, learn.lam.value,
+            learn.n_patches.value, learn.epochs.value) == (
+        tuple(d["branching"]), d["patch_size"], d["lam"], d["n_patches"], d["n_epochs"])
+    assert learn.n_atoms.value == restore.Tree.balanced(d["branching"]).n_vars
+
+
+def test_changing_the_noise_model_sets_sigma_back_to_automatic(make_napari_viewer, qtbot, errors):
+    """A σ estimated under Gaussian noise is not the read noise of the Poisson-Gaussian model."""
+    viewer = make_napari_viewer()
+    widget = _dock(viewer, qtbot)
+    widget.image.value = viewer.add_image(_blobs((64, 64))[1], name="photo")
+    _press(qtbot, viewer, widget, widget.estimate)
+    assert widget.sigma_auto.value is False and widget.sigma.value > 0
+    widget.noise.value = "poisson-gaussian"
+    assert widget.sigma_auto.value is True and widget.params().sigma is None and not errors
+
+
+def test_volume_mode_and_noise_model_are_remembered(make_napari_viewer, qtbot, errors):
+    viewer = make_napari_viewer()
+    viewer.add_image(_blobs((32, 32))[1], name="photo")  # first in the list, but 2-D
+    stack = viewer.add_image(_blobs((8, 32, 32))[1], name="stack")
+    viewer.layers.selection.active = stack
+    widget = _dock(viewer, qtbot)
+    widget.process.value = True
+    widget.noise.value = "poisson-gaussian"
+    widget.gain.value = 0.25
+    again = _dock(viewer, qtbot)  # a new session's widget, on the selected 3-D layer
+    assert (again.process.value, again.noise.value, again.gain.value) == (True, "poisson-gaussian", 0.25)
+    assert not errors
