@@ -30,6 +30,7 @@ def test_wheel_holds_only_restore_and_restore_napari(wheel):
     assert "restore/data/dict_grey_8x8.npz" in names
     assert "restore_napari/napari.yaml" in names
     assert "restore_napari/data/chelsea_cat_text.png" in names
+    assert "restore_napari/data/nuclei_32x128x128.npz" in names  # the "Noisy nuclei volume" sample
     entry = zipfile.ZipFile(whl).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "restore-tree = restore_napari:napari.yaml" in entry
 
