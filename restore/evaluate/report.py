@@ -154,7 +154,18 @@ def _volume_means(rows: list[dict]) -> tuple[list[tuple], dict[tuple, tuple[floa
 def volume_table(rows: list[dict], methods: Sequence[str], notes: Sequence[str] = ()) -> str:
     """Markdown of the volume protocol: mean PSNR (dB) and CPU seconds per volume, noise setting and method.
 
-    ``notes`` (what was skipped and why) follow the table, one line each.
+    Parameters
+    ----------
+    rows : list of dict
+        Rows of :func:`restore.evaluate.evaluate_volumes`.
+    methods : sequence of str
+        The columns, in order (``noisy`` shows its PSNR only).
+    notes : sequence of str
+        What was skipped and why: one line each under the table.
+
+    Returns
+    -------
+    str
     """
     cases, means = _volume_means(rows)
     n_draws = len({r["draw"] for r in rows})

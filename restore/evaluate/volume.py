@@ -62,8 +62,15 @@ _BM4D_NOTE = "bm4d: skipped, the `bm4d` package is not installed (`pip install b
 class VolumeConfig:
     """What a volume evaluation computes (stored in the output folder's manifest).
 
-    ``methods`` are those that run (``bm4d`` dropped when its package is
-    missing); ``notes`` say what was skipped and why.
+    Parameters
+    ----------
+    noises, sigmas, peaks, read_noises, methods, n_draws, seed, cycle_spins
+        As in :func:`evaluate_volumes`; ``methods`` are those that run
+        (``bm4d`` dropped when its package is missing).
+    volumes : tuple of str
+        The volumes' file names, in the order that seeds their noise.
+    notes : tuple of str
+        What was skipped and why, one line each (written under the table).
     """
 
     noises: tuple[str, ...] = NOISE_MODELS
@@ -291,8 +298,29 @@ def run_volume_unit(clean: np.ndarray, name: str, volume_index: int, setting: tu
                     config: VolumeConfig) -> list[dict]:
     """Denoise one noisy volume with one method: its row (PSNR, CPU and wall seconds).
 
-    CPU seconds are :func:`time.process_time` of the process running the
-    unit (all its threads); the warm-up of restore's kernels is not counted.
+    Parameters
+    ----------
+    clean : ndarray
+        The normalised volume, the reference.
+    name : str
+        Its file name.
+    volume_index : int
+        Its index in the folder, part of the noise's seed.
+    setting : tuple
+        ``(noise, sigma, peak, read_noise)`` (see :meth:`VolumeConfig.settings`).
+    draw : int
+        The noise draw, part of the seed.
+    method : str
+        One of :data:`VOLUME_METHODS`.
+    config : VolumeConfig
+        The run's settings (seed, cycle spins).
+
+    Returns
+    -------
+    list of dict
+        One row. CPU seconds are :func:`time.process_time` of the process
+        running the unit (all its threads); the warm-up of restore's kernels
+        is not counted.
     """
     y = _noisy(clean, volume_index, setting, draw, config.seed)
     if method in ("planes", "octree"):
