@@ -259,3 +259,15 @@ def test_the_command_refuses_bad_arguments_naming_them(volume_dir, tmp_path, cap
     with pytest.raises(SystemExit, match=r"'plane\.npy' in VOLUMES is not 3-D"):
         main([*base[:3], str(flat), *base[4:]])
     assert not (tmp_path / "o").exists()
+
+
+def test_an_unreadable_or_ambiguous_file_is_refused_naming_it(tmp_path):
+    d = tmp_path / "vols"
+    d.mkdir()
+    (d / "cut.npy").write_bytes(b"junk")
+    with pytest.raises(ValueError, match=r"cannot read '.*cut\.npy' as a NumPy array"):
+        load_volumes(d)
+    (d / "cut.npy").unlink()
+    np.savez(d / "two.npz", a=np.zeros((4, 8, 8)), b=np.ones((4, 8, 8)))
+    with pytest.raises(ValueError, match=r"two\.npz' holds several arrays \(a, b\)"):
+        load_volumes(d)

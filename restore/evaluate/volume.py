@@ -138,12 +138,14 @@ def _is_volume_entry(path: Path) -> bool:
 
 
 def _read_npz(path: Path) -> np.ndarray:
-    with np.load(path, allow_pickle=False) as npz:
-        keys = list(npz.files)
-        if len(keys) == 1:
-            return npz[keys[0]]
-        if "volume" in keys:
-            return npz["volume"]
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            keys = list(npz.files)
+            if len(keys) == 1 or "volume" in keys:
+                return npz[keys[0] if len(keys) == 1 else "volume"]
+    except Exception as exc:  # noqa: BLE001 - any reader failure is one clear line
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"cannot read {str(path)!r} as a NumPy archive: {text}") from None
     raise ValueError(f"{str(path)!r} holds several arrays ({', '.join(keys)}): name the volume's array 'volume' "
                      "or keep one array per file")
 
@@ -161,10 +163,10 @@ def _read_raw(path: Path) -> np.ndarray:
             raise ValueError(f"volume {path.name!r} in VOLUMES is a 2-D colour image (shape {raw.shape}): "
                              "expected 3-D volumes (z, y, x)")
         return raw
+    if suffix == ".npz":
+        return _read_npz(path)
     try:
-        return np.load(path, allow_pickle=False) if suffix == ".npy" else _read_npz(path)
-    except ValueError:
-        raise
+        return np.load(path, allow_pickle=False)
     except Exception as exc:  # noqa: BLE001 - any reader failure is one clear line
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"cannot read {str(path)!r} as a NumPy array: {text}") from None
