@@ -57,6 +57,11 @@ def _number(name: str):
     return _arg_type(name, check_number, float)
 
 
+def _show(values: Any) -> str:
+    """Numbers for a help text: ``0.1 0.2``."""
+    return " ".join(f"{v:g}" for v in values)
+
+
 def _lam_arg(text: str) -> float | str:
     from ._validation import check_number
 
@@ -324,13 +329,19 @@ def cmd_learn(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .evaluate import IMAGE_SUFFIXES, evaluate_denoising, evaluate_inpainting, evaluate_patches
+    from .evaluate import IMAGE_SUFFIXES, evaluate_denoising, evaluate_inpainting, evaluate_patches, evaluate_volumes
 
+    # --sigmas and --draws are shared by two protocols with different defaults (0-255 images, [0, 1] volumes):
+    # given, they are passed on; omitted, each protocol's signature decides
+    shared = {k: v for k, v in (("sigmas", args.sigmas), ("n_draws", args.draws)) if v is not None}
     if args.task == "denoise":
-        evaluate_denoising(args.images, args.out, sigmas=args.sigmas, wavelets=args.wavelets,
-                           penalties=args.penalties, lam_modes=args.lam, n_draws=args.draws, seed=args.seed,
-                           bayes=not args.no_bayes, n_jobs=args.jobs, scheduler=args.scheduler,
-                           force=args.force, progress=not args.quiet)
+        evaluate_denoising(args.images, args.out, wavelets=args.wavelets, penalties=args.penalties,
+                           lam_modes=args.lam, seed=args.seed, bayes=not args.no_bayes, n_jobs=args.jobs,
+                           scheduler=args.scheduler, force=args.force, progress=not args.quiet, **shared)
+    elif args.task == "volume":
+        evaluate_volumes(args.images, args.out, noises=args.noise, peaks=args.peaks, read_noises=args.read_noise,
+                         methods=args.methods, seed=args.seed, cycle_spins=args.cycle_spins, n_jobs=args.jobs,
+                         scheduler=args.scheduler, force=args.force, progress=not args.quiet, **shared)
     elif args.task == "inpaint":
         if args.masks is None:
             raise ValueError("--task inpaint needs --masks DIR (masks named <image>_<kind>.png)")
@@ -368,8 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ._validation import check_number
     from .denoise import NOISE_MODELS
     from .denoise import denoise_wavelet_tree as den
+    from .evaluate import VOLUME_METHODS, evaluate_inpainting, evaluate_patches
     from .evaluate import evaluate_denoising as evd
-    from .evaluate import evaluate_inpainting, evaluate_patches
+    from .evaluate import evaluate_volumes as evv
     from .inpainting import inpaint as inp
     from .inpainting import learn_dictionary
     from .proximal import PENALTIES, TREE_PENALTIES
@@ -451,16 +463,23 @@ def build_parser() -> argparse.ArgumentParser:
                                    "synthetic noise (results.csv, table.md, psnr.png in OUT). --task patches: "
                                    "patch reconstruction with missing pixels, tree vs flat dictionary. --task "
                                    "inpaint: masked-pixel PSNR on photos and masks, with scikit-image's biharmonic "
-                                   "and OpenCV's Telea as reference columns. OUT may hold other files: only the "
-                                   "files evaluate writes are ever replaced.")
-    e.add_argument("--task", choices=["denoise", "patches", "inpaint"], default="denoise")
-    e.add_argument("images", nargs="?", default="sample_images", help="folder of images (default: sample_images)")
+                                   "and OpenCV's Telea as reference columns. --task volume: a folder of 3-D "
+                                   "volumes (TIFF stacks, .npy/.npz, zarr stores), normalised to [0, 1], under "
+                                   "Gaussian and Poisson-Gaussian noise: restore plane by plane, restore's octree, "
+                                   "scikit-image's 3-D wavelets and BM4D when installed. OUT may hold other files: "
+                                   "only the files evaluate writes are ever replaced.")
+    e.add_argument("--task", choices=["denoise", "patches", "inpaint", "volume"], default="denoise")
+    e.add_argument("images", nargs="?", default="sample_images",
+                   help="folder of images, or of volumes for --task volume (default: sample_images)")
     e.add_argument("--out", default="results/denoise", help="output folder (default: results/denoise)")
-    e.add_argument("--sigmas", type=_number("sigma"), nargs="+", default=list(_default(evd, "sigmas")))
+    e.add_argument("--sigmas", type=_number("sigma"), nargs="+", default=None,
+                   help=f"Gaussian noise levels (default: {_show(_default(evd, 'sigmas'))} on [0, 255] images; "
+                        f"volume: {_show(_default(evv, 'sigmas'))} on [0, 1] volumes)")
     e.add_argument("--wavelets", nargs="+", default=list(_default(evd, "wavelets")))
     e.add_argument("--penalties", nargs="+", choices=PENALTIES, default=list(_default(evd, "penalties")))
     e.add_argument("--lam", nargs="+", choices=["oracle", "auto"], default=list(_default(evd, "lam_modes")))
-    e.add_argument("--draws", type=_count("n_draws"), default=_default(evd, "n_draws"))
+    e.add_argument("--draws", type=_count("n_draws"), default=None,
+                   help=f"noise draws (default: {_default(evd, 'n_draws')}; volume: {_default(evv, 'n_draws')})")
     e.add_argument("--seed", type=_count("seed", 0), default=_default(evd, "seed"))
     e.add_argument("--no-bayes", action="store_true", help="skip scikit-image's BayesShrink reference column")
     e.add_argument("--jobs", type=_count("n_jobs"), default=None, help="local worker processes (default: all CPUs)")
@@ -477,6 +496,18 @@ def build_parser() -> argparse.ArgumentParser:
                    default=list(_default(evaluate_patches, "branching")))
     e.add_argument("--n-train", type=_count("n_train"), default=_default(evaluate_patches, "n_train"))
     e.add_argument("--n-test", type=_count("n_test"), default=_default(evaluate_patches, "n_test"))
+    e.add_argument("--noise", nargs="+", choices=NOISE_MODELS, default=list(_default(evv, "noises")),
+                   help=f"volume: noise models (default: {' '.join(_default(evv, 'noises'))})")
+    e.add_argument("--peaks", type=_arg_type("peaks", check_number, float, min=0.0, strict=True), nargs="+",
+                   default=list(_default(evv, "peaks")),
+                   help=f"volume, poisson-gaussian: photons at intensity 1 (default: {_show(_default(evv, 'peaks'))})")
+    e.add_argument("--read-noise", type=_number("read_noise"), nargs="+", default=list(_default(evv, "read_noises")),
+                   help="volume, poisson-gaussian: read noise standard deviations on [0, 1] (default: "
+                        f"{_show(_default(evv, 'read_noises'))})")
+    e.add_argument("--methods", nargs="+", choices=VOLUME_METHODS, default=list(_default(evv, "methods")),
+                   help="volume: methods (default: all; bm4d only when the bm4d package is installed)")
+    e.add_argument("--cycle-spins", type=_count("cycle_spins", 0), default=_default(evv, "cycle_spins"),
+                   help="volume: shifts of the restore methods (default: %(default)s)")
     e.set_defaults(func=cmd_evaluate)
     return parser
 

@@ -1,4 +1,4 @@
-"""Batch evaluations: denoising (Table 1), patch reconstruction (Table 2), inpainting against references.
+"""Batch evaluations: denoising (Table 1), patch reconstruction (Table 2), inpainting, volumes (issue 20).
 
 Each protocol splits its work into independent units run in local processes
 or on a Dask cluster (:mod:`restore.evaluate.runner`), resumable after an
@@ -13,6 +13,8 @@ from .inpainting import evaluate_inpainting
 from .patches import evaluate_patches
 from .report import markdown_table
 from .runner import IMAGE_SUFFIXES, FolderInUse
+from .volume import VOLUME_METHODS, evaluate_volumes, load_volumes
 
-__all__ = ["IMAGE_SUFFIXES", "EvaluationConfig", "FolderInUse", "evaluate_denoising", "evaluate_inpainting",
-           "evaluate_patches", "load_grey_images", "markdown_table"]
+__all__ = ["IMAGE_SUFFIXES", "VOLUME_METHODS", "EvaluationConfig", "FolderInUse", "evaluate_denoising",
+           "evaluate_inpainting", "evaluate_patches", "evaluate_volumes", "load_grey_images", "load_volumes",
+           "markdown_table"]

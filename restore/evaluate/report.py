@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["csv_text", "inpainting_table", "markdown_table", "patches_table", "summarize", "write_plot"]
+__all__ = ["csv_text", "inpainting_table", "markdown_table", "patches_table", "summarize", "volume_table",
+           "write_plot", "write_volume_plot"]
 
 PAPER_ORDER = ("l0", "tree_l0", "l1", "tree_l2", "tree_linf")
 LAM_MODES = ("oracle", "auto")
@@ -22,7 +23,7 @@ def csv_text(rows: list[dict], columns: Sequence[str]) -> str:
     writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     for r in rows:
-        writer.writerow({k: (f"{r[k]:.6g}" if isinstance(r[k], float) else r[k]) for k in columns})
+        writer.writerow({k: (f"{r[k]:.6g}" if isinstance(r[k], float) else r[k]) for k in columns})  # None: empty
     return buf.getvalue()
 
 
@@ -130,3 +131,89 @@ def patches_table(rows: list[dict], n_atoms: int) -> str:
     lines.append("| tree gain | " + " | ".join(
         f"{100 * (err[('flat', m)] - err[('tree', m)]) / err[('flat', m)]:.1f}%" for m in rates) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _setting_label(noise: str, sigma: float | None, peak: float | None, read_noise: float | None) -> str:
+    if noise == "gaussian":
+        return f"gaussian, sigma {sigma:g}"
+    return f"poisson-gaussian, peak {peak:g}, read noise {read_noise:g}"
+
+
+def _volume_means(rows: list[dict]) -> tuple[list[tuple], dict[tuple, tuple[float, float]]]:
+    """The (volume, setting label) cases in row order, and the mean PSNR and CPU seconds per case and method."""
+    groups: dict[tuple, list[tuple[float, float]]] = {}
+    cases: dict[tuple, None] = {}
+    for r in rows:
+        case = (r["volume"], _setting_label(r["noise"], r["sigma"], r["peak"], r["read_noise"]))
+        cases[case] = None
+        groups.setdefault((*case, r["method"]), []).append((float(r["psnr"]), float(r["cpu_seconds"])))
+    means = {k: (float(np.mean([p for p, _ in v])), float(np.mean([c for _, c in v]))) for k, v in groups.items()}
+    return list(cases), means
+
+
+def volume_table(rows: list[dict], methods: Sequence[str], notes: Sequence[str] = ()) -> str:
+    """Markdown of the volume protocol: mean PSNR (dB) and CPU seconds per volume, noise setting and method.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Rows of :func:`restore.evaluate.evaluate_volumes`.
+    methods : sequence of str
+        The columns, in order (``noisy`` shows its PSNR only).
+    notes : sequence of str
+        What was skipped and why: one line each under the table.
+
+    Returns
+    -------
+    str
+    """
+    cases, means = _volume_means(rows)
+    n_draws = len({r["draw"] for r in rows})
+    lines = ["### Volumes: PSNR (dB) and CPU time (s)", "",
+             f"Mean over {n_draws} noise draw{'s' if n_draws != 1 else ''}; PSNR with data range 1 on volumes "
+             "normalised to [0, 1]; CPU time of the process running each unit.", "",
+             "| volume | noise | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
+    for volume, label in cases:
+        cells = []
+        for m in methods:
+            v = means.get((volume, label, m))
+            cells.append("" if v is None else f"{v[0]:.2f}" if m == "noisy" else f"{v[0]:.2f} ({v[1]:.2f} s)")
+        lines.append(f"| {volume} | {label} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines += [f"Note: {n}" for n in notes]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def write_volume_plot(rows: list[dict], methods: Sequence[str], path: Path) -> None:
+    """Mean PSNR against mean CPU seconds, one panel per volume and noise setting, one point per method (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    cases, means = _volume_means(rows)
+    fig, axes = plt.subplots(1, len(cases), figsize=(4.6 * len(cases), 4.0), squeeze=False)
+    for ax, (volume, label) in zip(axes[0], cases, strict=True):
+        for m in methods:
+            v = means.get((volume, label, m))
+            if v is None:
+                continue
+            if m == "noisy":  # no work: a level to beat, not a point
+                ax.axhline(v[0], color="grey", ls=":", lw=1, label="noisy")
+            else:
+                ax.plot([max(v[1], 1e-3)], [v[0]], "o", ms=7, label=m)
+        ax.set_xscale("log")
+        # CPU times often span less than a decade: plain labels on the decades only, none on the minor ticks
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("CPU time (s)")
+        ax.set_ylabel("PSNR (dB)")
+        ax.set_title(f"{volume}\n{label}", fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=110, format="png")
+    finally:
+        plt.close(fig)
