@@ -334,6 +334,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     # --sigmas and --draws are shared by two protocols with different defaults (0-255 images, [0, 1] volumes):
     # given, they are passed on; omitted, each protocol's signature decides
     shared = {k: v for k, v in (("sigmas", args.sigmas), ("n_draws", args.draws)) if v is not None}
+    if args.out is None:  # each task its own folder, so one task's results never meet another's
+        args.out = f"results/{args.task}"
     if args.task == "denoise":
         evaluate_denoising(args.images, args.out, wavelets=args.wavelets, penalties=args.penalties,
                            lam_modes=args.lam, seed=args.seed, bayes=not args.no_bayes, n_jobs=args.jobs,
@@ -471,7 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--task", choices=["denoise", "patches", "inpaint", "volume"], default="denoise")
     e.add_argument("images", nargs="?", default="sample_images",
                    help="folder of images, or of volumes for --task volume (default: sample_images)")
-    e.add_argument("--out", default="results/denoise", help="output folder (default: results/denoise)")
+    e.add_argument("--out", default=None, help="output folder (default: results/<task>, e.g. results/denoise)")
     e.add_argument("--sigmas", type=_number("sigma"), nargs="+", default=None,
                    help=f"Gaussian noise levels (default: {_show(_default(evd, 'sigmas'))} on [0, 255] images; "
                         f"volume: {_show(_default(evv, 'sigmas'))} on [0, 1] volumes)")

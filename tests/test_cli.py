@@ -1,3 +1,4 @@
+import functools
 import os
 import signal
 import subprocess
@@ -288,3 +289,28 @@ def test_ctrl_c_prints_one_line_exits_130_and_writes_nothing(command, tmp_path):
     assert proc.returncode == 130 and "Traceback" not in err, err
     assert len(err.strip().splitlines()) == 1 and "interrupted" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["big.png", "m.png"])  # no output, no temp file
+
+
+@pytest.mark.parametrize("task", ["denoise", "volume", "inpaint", "patches"])
+def test_evaluate_writes_each_task_into_its_own_default_folder(task, tmp_path, monkeypatch):
+    import restore.evaluate as ev
+
+    seen = {}
+
+    def fake(*args, **kwargs):
+        seen["out"] = out = next(a for a in args if str(a).startswith("results/"))
+        os.makedirs(out)
+        open(os.path.join(out, "table.md"), "w").close()
+
+    for name in ("evaluate_denoising", "evaluate_volumes", "evaluate_inpainting", "evaluate_patches"):
+        # a wrapper per function keeps its signature, whose defaults the parser reads
+        monkeypatch.setattr(ev, name, functools.wraps(getattr(ev, name))(functools.partial(fake)))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "imgs").mkdir()
+    for name in ("a.png", "b.png"):
+        io.imsave(tmp_path / "imgs" / name, data.camera()[:64, :64], check_contrast=False)
+    argv = ["evaluate", "--task", task, "imgs"]
+    if task == "inpaint":
+        argv += ["--masks", "imgs"]
+    main(argv)
+    assert seen["out"] == f"results/{task}"
