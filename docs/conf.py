@@ -53,7 +53,6 @@ numpydoc_attributes_as_param_list = True
 # every parameter documented, none unknown, in the signature's order (the checks a reader of the API relies on)
 numpydoc_validation_checks = {"PR01", "PR02", "PR03", "PR10"}
 numpydoc_validation_exclude = {
-    r"^restore\.evaluate\.",  # owned by the evaluation's maintainers; its gaps are listed, not fixed, in the docs work
     # results and a tree built by its classmethods: users read their fields (Attributes), never call the constructor
     r"^restore\.(LamChoice|NoiseEstimate|Tree)$",
 }

@@ -34,7 +34,29 @@ COLUMNS = ("image", "sigma", "wavelet", "method", "lam_mode", "draw", "lam", "ps
 
 @dataclass(frozen=True)
 class EvaluationConfig:
-    """What an evaluation run computes (stored next to its results)."""
+    """What an evaluation run computes (stored next to its results).
+
+    Parameters
+    ----------
+    sigmas : tuple of float
+        Standard deviations of the Gaussian noise, on the [0, 255] scale.
+    wavelets : tuple of str
+        PyWavelets names of the wavelets.
+    penalties : tuple of str
+        Penalties of :func:`restore.prox` to compare.
+    lam_modes : tuple of str
+        How ``lam`` is chosen: ``"oracle"`` (best PSNR against the clean
+        image) and ``"auto"`` (SURE, no clean image).
+    n_draws : int
+        Noise draws per image and sigma.
+    seed : int
+        Seed of the noise draws (each draw is seeded from it, the image and
+        the sigma).
+    bayes : bool
+        Add scikit-image's BayesShrink as a reference.
+    images : tuple of str
+        Names of the images evaluated (filled in by the runner).
+    """
 
     sigmas: tuple[float, ...] = (5.0, 10.0, 25.0, 50.0, 100.0)
     wavelets: tuple[str, ...] = ("haar", "db3")
@@ -67,6 +89,16 @@ def load_grey_images(folder: str | os.PathLike) -> dict[str, np.ndarray]:
     """Read every image of a folder as grey float64 in [0, 255].
 
     Colour images are converted with :func:`skimage.color.rgb2gray`.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        Folder of image files (PNG, JPEG, TIFF, ...); other files are ignored.
+
+    Returns
+    -------
+    dict of str to ndarray
+        The images by file name, in sorted order.
     """
     from skimage import color, io
     from skimage.util import img_as_float

@@ -44,7 +44,20 @@ def summarize(rows: list[dict]) -> dict[tuple, tuple[float, float, int]]:
 
 
 def markdown_table(rows: list[dict]) -> str:
-    """PSNR tables in the layout of the paper's Table 1, one per lam mode."""
+    """PSNR tables in the layout of the paper's Table 1, one per lam mode.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Result rows of :func:`restore.evaluate.evaluate_denoising`, one per
+        image, draw, sigma, wavelet, penalty and lam mode.
+
+    Returns
+    -------
+    str
+        Markdown: the mean PSNR and its spread over draws per wavelet, sigma
+        and penalty.
+    """
     stats = summarize(rows)
     methods = [m for m in (*PAPER_ORDER, "bayes_shrink") if any(k[3] == m for k in stats)]
     lines = []
