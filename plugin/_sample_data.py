@@ -13,7 +13,7 @@ mask ships with this package (``data/chelsea_cat_text.png``).
 - ``noisy_nuclei_volume``: a real confocal volume (``data/nuclei_32x128x128.npz``)
   with photon noise at a peak of 10 photons and Gaussian read noise 0.02
   (seed 3), float32 in [0, 1] units: the Poisson-Gaussian protocol of the
-  volume benchmarks (issue 20).
+  volume benchmarks.
 """
 
 from __future__ import annotations

@@ -367,11 +367,17 @@ def _sure(c: np.ndarray, sigma: float, penalty: str, plan: _Plan, penalize_appro
             step()
         return float(np.sum((work[0] - c) ** 2) - p * sigma**2 + 2 * sigma**2 * div)
 
+    t, w = _minimize_risk(risk, plan.level, per_level)
+    return t * sigma, w
+
+
+def _minimize_risk(risk: Callable[..., float], n_levels: int, per_level: bool) -> tuple[float, np.ndarray | None]:
+    """The threshold ``t`` of least risk and, with ``per_level``, one sweep of per-level weights after it."""
     t = log_search(risk, lo=_SURE_T_RANGE[0], hi=_SURE_T_RANGE[1], n_grid=_SURE_GRID, n_golden=_SURE_GOLDEN)
     if not per_level:
-        return t * sigma, None
-    w = np.ones(plan.level)
-    for level in range(plan.level):
+        return t, None
+    w = np.ones(n_levels)
+    for level in range(n_levels):
 
         def level_risk(m: float, level: int = level) -> float:
             trial = w.copy()
@@ -380,7 +386,7 @@ def _sure(c: np.ndarray, sigma: float, penalty: str, plan: _Plan, penalize_appro
 
         w[level] = log_search(level_risk, lo=_LEVEL_RANGE[0], hi=_LEVEL_RANGE[1], n_grid=_LEVEL_GRID,
                               n_golden=_LEVEL_GOLDEN)
-    return t * sigma, w
+    return t, w
 
 
 def _sure_scaled(c: np.ndarray, penalty: str, plan: _Plan, penalize_approx: bool, rng: np.random.Generator,
@@ -392,20 +398,7 @@ def _sure_scaled(c: np.ndarray, penalty: str, plan: _Plan, penalize_approx: bool
     noise's variance.
     """
     risk = _scaled_risk(c, penalty, plan, penalize_approx, rng, step, noise_var)
-    t = log_search(risk, lo=_SURE_T_RANGE[0], hi=_SURE_T_RANGE[1], n_grid=_SURE_GRID, n_golden=_SURE_GOLDEN)
-    if not per_level:
-        return t, None
-    w = np.ones(plan.level)
-    for level in range(plan.level):
-
-        def level_risk(m: float, level: int = level) -> float:
-            trial = w.copy()
-            trial[level] = m
-            return risk(t, trial)
-
-        w[level] = log_search(level_risk, lo=_LEVEL_RANGE[0], hi=_LEVEL_RANGE[1], n_grid=_LEVEL_GRID,
-                              n_golden=_LEVEL_GOLDEN)
-    return t, w
+    return _minimize_risk(risk, plan.level, per_level)
 
 
 def _scaled_risk(c: np.ndarray, penalty: str, plan: _Plan, penalize_approx: bool, rng: np.random.Generator,

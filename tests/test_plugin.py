@@ -25,16 +25,6 @@ def _sync(monkeypatch):
     monkeypatch.setenv(_common.SYNC_ENV, "1")
 
 
-@pytest.fixture
-def errors(monkeypatch):
-    """Messages passed to napari's show_error."""
-    import napari.utils.notifications as notifications
-
-    shown = []
-    monkeypatch.setattr(notifications, "show_error", shown.append)
-    return shown
-
-
 def _noisy(shape, sigma=0.1, seed=0):
     rng = np.random.default_rng(seed)
     y, x = np.mgrid[: shape[-2], : shape[-1]]

@@ -16,20 +16,6 @@ TIMEOUT = 30_000  # ms
 DOCK_AREA_PX = 900
 
 
-@pytest.fixture(autouse=True)
-def _settings(tmp_path, monkeypatch):
-    monkeypatch.setenv("RESTORE_PLUGIN_SETTINGS", str(tmp_path / "settings.ini"))
-
-
-@pytest.fixture
-def errors(monkeypatch):
-    import napari.utils.notifications as notifications
-
-    shown = []
-    monkeypatch.setattr(notifications, "show_error", shown.append)
-    return shown
-
-
 def _dock(viewer, qtbot, name):
     _, widget = viewer.window.add_plugin_dock_widget(PLUGIN, name)
     qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)

@@ -13,11 +13,6 @@ PLUGIN = "restore-tree"
 TIMEOUT = 60_000
 
 
-@pytest.fixture(autouse=True)
-def _settings(tmp_path, monkeypatch):
-    monkeypatch.setenv("RESTORE_PLUGIN_SETTINGS", str(tmp_path / "settings.ini"))
-
-
 def _source(data, rgb=False):
     from napari.layers import Image
 

@@ -19,21 +19,6 @@ TIMEOUT = 30_000  # ms
 SIZE = 48
 
 
-@pytest.fixture(autouse=True)
-def _settings(tmp_path, monkeypatch):
-    """Widget settings go to a fresh file: nothing persisted by a user or another test leaks in."""
-    monkeypatch.setenv("RESTORE_PLUGIN_SETTINGS", str(tmp_path / "settings.ini"))
-
-
-@pytest.fixture
-def errors(monkeypatch):
-    import napari.utils.notifications as notifications
-
-    shown = []
-    monkeypatch.setattr(notifications, "show_error", shown.append)
-    return shown
-
-
 @pytest.fixture
 def inpaint(make_napari_viewer, qtbot):
     viewer = make_napari_viewer()

@@ -25,20 +25,6 @@ TIMEOUT = 30_000  # ms
 CANCEL_BOUND_S = 1.5  # "Cancel acts within about a second", with room for a busy test machine
 
 
-@pytest.fixture(autouse=True)
-def _settings(tmp_path, monkeypatch):
-    monkeypatch.setenv("RESTORE_PLUGIN_SETTINGS", str(tmp_path / "settings.ini"))
-
-
-@pytest.fixture
-def errors(monkeypatch):
-    import napari.utils.notifications as notifications
-
-    shown = []
-    monkeypatch.setattr(notifications, "show_error", shown.append)
-    return shown
-
-
 def _noisy(n, seed=0):
     rng = np.random.default_rng(seed)
     y, x = np.mgrid[:n, :n].astype(np.float32)

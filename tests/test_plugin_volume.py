@@ -20,20 +20,6 @@ TIMEOUT = 60_000  # ms
 CANCEL_BOUND_S = 1.5  # "Cancel acts within about a second", with room for a busy test machine
 
 
-@pytest.fixture(autouse=True)
-def _settings(tmp_path, monkeypatch):
-    monkeypatch.setenv("RESTORE_PLUGIN_SETTINGS", str(tmp_path / "settings.ini"))
-
-
-@pytest.fixture
-def errors(monkeypatch):
-    import napari.utils.notifications as notifications
-
-    shown = []
-    monkeypatch.setattr(notifications, "show_error", shown.append)
-    return shown
-
-
 @pytest.fixture
 def infos(monkeypatch):
     import napari.utils.notifications as notifications

@@ -17,20 +17,6 @@ WIDGET = "Denoise (wavelet tree)"
 TIMEOUT = 20_000  # ms
 
 
-@pytest.fixture(autouse=True)
-def _settings(tmp_path, monkeypatch):
-    monkeypatch.setenv("RESTORE_PLUGIN_SETTINGS", str(tmp_path / "settings.ini"))
-
-
-@pytest.fixture
-def errors(monkeypatch):
-    import napari.utils.notifications as notifications
-
-    shown = []
-    monkeypatch.setattr(notifications, "show_error", shown.append)
-    return shown
-
-
 @pytest.fixture
 def viewer_widget(make_napari_viewer, qtbot):
     """A viewer and the denoise widget docked through the manifest (the viewer is then a proxy)."""

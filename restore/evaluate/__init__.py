@@ -1,4 +1,4 @@
-"""Batch evaluations: denoising (Table 1), patch reconstruction (Table 2), inpainting, volumes (issue 20).
+"""Batch evaluations: denoising (Table 1), patch reconstruction (Table 2), inpainting, volumes.
 
 Each protocol splits its work into independent units run in local processes
 or on a Dask cluster (:mod:`restore.evaluate.runner`), resumable after an

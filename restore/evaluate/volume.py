@@ -1,4 +1,4 @@
-"""The volume protocol of issue 20: plane-by-plane 2-D trees, the 3-D octree, scikit-image's 3-D wavelets, BM4D.
+"""The volume protocol: plane-by-plane 2-D trees, the 3-D octree, scikit-image's 3-D wavelets, BM4D.
 
 Each 3-D volume of a folder is min-max normalised to [0, 1] (float64), then
 noise is added: white Gaussian noise of standard deviation ``sigma``, or
@@ -383,7 +383,7 @@ def evaluate_volumes(
     force: bool = False,
     progress: bool | Callable[[int, int], None] = True,
 ) -> list[dict]:
-    """Run the volume protocol of issue 20 on a folder of 3-D volumes and write the results.
+    """Run the volume protocol on a folder of 3-D volumes and write the results.
 
     Each volume is min-max normalised to [0, 1] (float64) and is the clean
     reference. For each noise setting and draw a noisy volume is drawn
@@ -424,7 +424,7 @@ def evaluate_volumes(
         Noise models.
     sigmas : sequence of float
         Gaussian noise: standard deviations in [0, 1] units, each > 0
-        (default 0.10, issue 20's protocol).
+        (default 0.10, the protocol of the BM4D comparison).
     peaks : sequence of float
         Poisson-Gaussian noise: photons at intensity 1, each > 0 (default
         10).
