@@ -327,3 +327,11 @@ def test_killing_the_main_process_leaves_no_worker(sig, slow_grid, tmp_path):
     # whatever killed it, the same command resumes
     assert subprocess.run([*cmd[:-1], "--sigmas", "5", "--draws", "1"], capture_output=True, text=True,
                           timeout=300).returncode != 0  # another configuration: refused, not mixed
+
+
+def test_markdown_with_one_draw_claims_no_spread():
+    rows = [{"image": "a", "sigma": 5.0, "wavelet": "db3", "method": "tree_l2", "lam_mode": "oracle", "draw": 0,
+             "lam": 1.0, "psnr": 30.0, "seconds": 0.1}]
+    md = markdown_table(rows)
+    assert "| db3 | 5 | 30.00 |" in md and "±" not in md
+    assert "1 noise draw." in md

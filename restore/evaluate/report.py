@@ -70,8 +70,10 @@ def markdown_table(rows: list[dict]) -> str:
             continue
         title = {"oracle": "lam chosen by an oracle (best PSNR)",
                  "auto": "lam chosen from the noisy image (SURE / rule), known sigma"}[mode]
+        # with one draw there is no spread to show: a "± 0.00" would claim a precision nobody measured
+        spread = " (± std of the per-draw means)" if n_draws > 1 else ""
         lines += [f"### PSNR (dB), {title}", "",
-                  f"Mean over {n_images} images and {n_draws} noise draws (± std of the per-draw means).", "",
+                  f"Mean over {n_images} images and {n_draws} noise draw{'s' if n_draws > 1 else ''}{spread}.", "",
                   "| wavelet | sigma | " + " | ".join(methods) + " |",
                   "|---|---|" + "---|" * len(methods)]
         for wavelet, sigma in keys:
@@ -79,7 +81,7 @@ def markdown_table(rows: list[dict]) -> str:
             for m in methods:
                 s = stats.get((mode, wavelet, sigma, m)) or (stats.get(("auto", wavelet, sigma, m))
                                                              if m == "bayes_shrink" else None)
-                cells.append("" if s is None else f"{s[0]:.2f} ± {s[1]:.2f}")
+                cells.append("" if s is None else f"{s[0]:.2f} ± {s[1]:.2f}" if n_draws > 1 else f"{s[0]:.2f}")
             lines.append(f"| {wavelet} | {sigma:g} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
