@@ -11,10 +11,10 @@ from __future__ import annotations
 from .denoising import EvaluationConfig, evaluate_denoising, load_grey_images
 from .inpainting import evaluate_inpainting
 from .patches import evaluate_patches
-from .report import markdown_table
+from .report import LAM_MODES, PAPER_ORDER, markdown_table
 from .runner import IMAGE_SUFFIXES, FolderInUse
 from .volume import VOLUME_METHODS, evaluate_volumes, load_volumes
 
-__all__ = ["IMAGE_SUFFIXES", "VOLUME_METHODS", "EvaluationConfig", "FolderInUse", "evaluate_denoising",
-           "evaluate_inpainting", "evaluate_patches", "evaluate_volumes", "load_grey_images", "load_volumes",
-           "markdown_table"]
+__all__ = ["IMAGE_SUFFIXES", "LAM_MODES", "PAPER_ORDER", "VOLUME_METHODS", "EvaluationConfig", "FolderInUse",
+           "evaluate_denoising", "evaluate_inpainting", "evaluate_patches", "evaluate_volumes", "load_grey_images",
+           "load_volumes", "markdown_table"]

@@ -21,14 +21,12 @@ import numpy as np
 from .._validation import check_choice, check_int, check_number, check_wavelet
 from ..denoise import PlaneDenoiser, lam_from_threshold, log_search
 from ..proximal import PENALTIES
-from .report import csv_text, markdown_table, write_plot
+from .report import LAM_MODES, PAPER_ORDER, csv_text, markdown_table, write_plot
 from .runner import IMAGE_SUFFIXES, OutputFolder, Unit
 
-__all__ = ["COLUMNS", "LAM_MODES", "PAPER_ORDER", "EvaluationConfig", "evaluate_denoising", "load_grey_images",
+__all__ = ["COLUMNS", "EvaluationConfig", "evaluate_denoising", "load_grey_images",
            "run_unit"]
 
-PAPER_ORDER = ("l0", "tree_l0", "l1", "tree_l2", "tree_linf")
-LAM_MODES = ("oracle", "auto")
 COLUMNS = ("image", "sigma", "wavelet", "method", "lam_mode", "draw", "lam", "psnr", "seconds")
 
 

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["csv_text", "inpainting_table", "markdown_table", "patches_table", "summarize", "volume_table",
-           "write_plot", "write_volume_plot"]
+__all__ = ["LAM_MODES", "PAPER_ORDER", "csv_text", "inpainting_table", "markdown_table", "patches_table",
+           "summarize", "volume_table", "write_plot", "write_volume_plot"]
 
+#: The penalties in the column order of the paper's Table 1.
 PAPER_ORDER = ("l0", "tree_l0", "l1", "tree_l2", "tree_linf")
+#: How lam is chosen: an oracle's best PSNR, or from the noisy image alone (SURE / rule).
 LAM_MODES = ("oracle", "auto")
 
 
