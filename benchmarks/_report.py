@@ -284,6 +284,10 @@ def write_results(name: str, markdown: str, command: str | None = None, *, secon
 class _Tee:
     """Copies everything written to file descriptor 1 (this process and its children) into a buffer."""
 
+    #: After the run, how long the pipe may stay quiet before the copy ends (s): a helper process that
+    #: outlives the run (multiprocessing's resource tracker) keeps a write end open, so no end of file comes.
+    QUIET_S = 0.2
+
     def __enter__(self) -> _Tee:
         import threading
 
@@ -293,9 +297,20 @@ class _Tee:
         os.dup2(w, 1)
         os.close(w)
         self._chunks: list[bytes] = []
+        self._done = threading.Event()
 
         def pump() -> None:
-            while chunk := os.read(r, 65536):
+            import select
+
+            while True:
+                ready, _, _ = select.select([r], [], [], self.QUIET_S)
+                if not ready:
+                    if self._done.is_set():
+                        break
+                    continue
+                chunk = os.read(r, 65536)
+                if not chunk:
+                    break
                 self._chunks.append(chunk)
                 os.write(self._saved, chunk)
             os.close(r)
@@ -306,7 +321,8 @@ class _Tee:
 
     def __exit__(self, *exc: object) -> None:
         sys.stdout.flush()
-        os.dup2(self._saved, 1)  # closes the pipe's last write end: the pump sees the end
+        os.dup2(self._saved, 1)  # our write end closed; the pump drains what is left and stops when quiet
+        self._done.set()
         self._thread.join()
         os.close(self._saved)
 
