@@ -2,24 +2,16 @@
 
 import numpy as np
 import pytest
+from napari_helpers import DENOISE, INPAINT, LEARN, PLUGIN, TIMEOUT, dock
 
 pytest.importorskip("napari")
 pytest.importorskip("pytestqt")
 
 pytestmark = pytest.mark.gui
 
-PLUGIN = "restore-tree"
-DENOISE, INPAINT, LEARN = "Denoise (wavelet tree)", "Inpaint", "Learn dictionary"
 WIDGETS = (DENOISE, INPAINT, LEARN)
-TIMEOUT = 30_000  # ms
 #: Height a 1080p screen leaves to napari's docks (title bar, menu and status bar taken off).
 DOCK_AREA_PX = 900
-
-
-def _dock(viewer, qtbot, name):
-    _, widget = viewer.window.add_plugin_dock_widget(PLUGIN, name)
-    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
-    return widget
 
 
 def _noise(shape, seed=0):
@@ -35,10 +27,10 @@ def test_image_boxes_start_on_the_selected_layer_and_follow_the_selection(make_n
     a = viewer.add_image(_noise((32, 32), 1), name="a")
     b = viewer.add_image(_noise((32, 32), 2), name="b")
     mask = viewer.add_labels(np.zeros((32, 32), np.uint8), name="mask")  # selected: the last layer added
-    first = _dock(viewer, qtbot, DENOISE)
+    first = dock(viewer, qtbot, DENOISE)
     assert first.image.value is a  # the selection is no image: the first suitable layer
     viewer.layers.selection.active = b
-    widgets = [first] + [_dock(viewer, qtbot, name) for name in (INPAINT, LEARN)]
+    widgets = [first] + [dock(viewer, qtbot, name) for name in (INPAINT, LEARN)]
     for widget in widgets:
         assert widget.image.value is b  # the selected layer
     viewer.layers.selection.active = a
@@ -53,7 +45,7 @@ def test_image_boxes_start_on_the_selected_layer_and_follow_the_selection(make_n
 def test_the_preview_layer_is_never_offered_as_an_input(make_napari_viewer, qtbot):
     viewer = make_napari_viewer()
     src = viewer.add_image(_noise((64, 64)), name="noisy")
-    denoise, inpaint, learn = (_dock(viewer, qtbot, name) for name in WIDGETS)
+    denoise, inpaint, learn = (dock(viewer, qtbot, name) for name in WIDGETS)
     denoise.image.value = src
     denoise.preview.value = True
     qtbot.waitUntil(lambda: "noisy [preview]" in viewer.layers and not denoise.busy, timeout=TIMEOUT)
@@ -78,11 +70,11 @@ def test_docks_fit_a_1080p_screen_with_the_rest_under_advanced(make_napari_viewe
     viewer = make_napari_viewer(show=True)
     docks = []
     for name in WIDGETS:
-        dock, widget = viewer.window.add_plugin_dock_widget(PLUGIN, name)
-        docks.append(dock)
+        dock_widget, widget = viewer.window.add_plugin_dock_widget(PLUGIN, name)
+        docks.append(dock_widget)
         assert widget.advanced.collapsed  # the rarely changed options are folded away
     qtbot.wait(50)
-    heights = [dock.sizeHint().height() for dock in docks]
+    heights = [d.sizeHint().height() for d in docks]
     assert sum(heights) <= DOCK_AREA_PX, heights
 
 
@@ -91,7 +83,7 @@ def test_every_control_has_a_tooltip(make_napari_viewer, qtbot):
 
     viewer = make_napari_viewer()
     for name in WIDGETS:
-        widget = _dock(viewer, qtbot, name)
+        widget = dock(viewer, qtbot, name)
         bare = [w.name or w.label for w in _magicgui_widgets(widget)
                 if not isinstance(w, (Label, ProgressBar)) and not w.tooltip]
         assert not bare, f"{name}: no tooltip on {bare}"
@@ -99,21 +91,21 @@ def test_every_control_has_a_tooltip(make_napari_viewer, qtbot):
 
 def test_values_persist_between_sessions(make_napari_viewer, qtbot):
     viewer = make_napari_viewer()
-    denoise, inpaint, learn = (_dock(viewer, qtbot, name) for name in WIDGETS)
+    denoise, inpaint, learn = (dock(viewer, qtbot, name) for name in WIDGETS)
     denoise.cycle_spins.value = 6
     denoise.penalty.value = "l1"
     inpaint.n_passes.value = 7
     learn.branching.value = "4 2"
     viewer.close()
     viewer = make_napari_viewer()
-    denoise, inpaint, learn = (_dock(viewer, qtbot, name) for name in WIDGETS)
+    denoise, inpaint, learn = (dock(viewer, qtbot, name) for name in WIDGETS)
     assert denoise.cycle_spins.value == 6 and denoise.penalty.value == "l1"
     assert inpaint.n_passes.value == 7 and learn.branching.value == "4 2"
 
 
 def test_batch_runs_every_selected_image_with_one_progress_bar(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
-    widget = _dock(viewer, qtbot, DENOISE)
+    widget = dock(viewer, qtbot, DENOISE)
     layers = [viewer.add_image(100 * _noise((64, 64), k), name=f"img{k}") for k in range(3)]
     viewer.layers.selection = {layers[0], layers[2]}
     widget.all_selected.value = True
@@ -128,7 +120,7 @@ def test_batch_runs_every_selected_image_with_one_progress_bar(make_napari_viewe
 
 def test_batch_inpaints_every_selected_image_under_the_same_mask(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
-    widget = _dock(viewer, qtbot, INPAINT)
+    widget = dock(viewer, qtbot, INPAINT)
     images = [viewer.add_image(_noise((48, 48), k), name=f"img{k}") for k in range(2)]
     labels = np.zeros((48, 48), np.uint8)
     labels[10:14, 5:40] = 1
@@ -146,7 +138,7 @@ def test_batch_inpaints_every_selected_image_under_the_same_mask(make_napari_vie
 
 def test_batch_cancel_stops_every_remaining_layer(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
-    widget = _dock(viewer, qtbot, DENOISE)
+    widget = dock(viewer, qtbot, DENOISE)
     layers = [viewer.add_image(100 * _noise((1024, 1024), k), name=f"img{k}") for k in range(3)]
     viewer.layers.selection = set(layers)
     widget.all_selected.value = True
@@ -160,7 +152,7 @@ def test_batch_cancel_stops_every_remaining_layer(make_napari_viewer, qtbot, err
 
 def test_compare_shows_input_and_result_side_by_side(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
-    widget = _dock(viewer, qtbot, DENOISE)
+    widget = dock(viewer, qtbot, DENOISE)
     src = viewer.add_image(100 * _noise((64, 64)), name="photo")
     other = viewer.add_image(_noise((64, 64), 5), name="other")
     widget.image.value = src
@@ -183,13 +175,13 @@ def test_learned_dictionaries_belong_to_their_viewer(make_napari_viewer, qtbot, 
     first, second = make_napari_viewer(), make_napari_viewer()
     for viewer in (first, second):
         viewer.add_image(_noise((48, 48)), name="texture")
-    learn = _dock(first, qtbot, LEARN)
+    learn = dock(first, qtbot, LEARN)
     learn.image.value = first.layers["texture"]
     learn.branching.value = "3"
     learn.n_patches.value = 300
     learn.learn_button.clicked.emit()
     qtbot.waitUntil(lambda: not learn.busy and "texture atoms" in first.layers, timeout=TIMEOUT)
-    here, there = _dock(first, qtbot, INPAINT), _dock(second, qtbot, INPAINT)
+    here, there = dock(first, qtbot, INPAINT), dock(second, qtbot, INPAINT)
     here.learned.reset_choices()
     there.learned.reset_choices()
     assert len(there.learned.choices) == len(here.learned.choices) - 1  # not offered in the other viewer
@@ -204,7 +196,7 @@ def test_learned_dictionaries_belong_to_their_viewer(make_napari_viewer, qtbot, 
 def test_every_widget_reports_errors_as_notifications(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
     for name in WIDGETS:
-        widget = _dock(viewer, qtbot, name)
+        widget = dock(viewer, qtbot, name)
         widget.runner.run_button.clicked.emit()  # no image layer at all
         qtbot.waitUntil(lambda widget=widget: not widget.busy, timeout=TIMEOUT)
         assert len(errors) == 1 and "image" in str(errors[0]), name

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from napari_helpers import PLUGIN
 
 pytest.importorskip("napari")
 
@@ -9,7 +10,6 @@ from restore_napari import _denoise, _inpaint, _masks, _runner  # noqa: E402
 
 import restore  # noqa: E402
 
-PLUGIN = "restore-tree"
 TIMEOUT = 60_000
 
 

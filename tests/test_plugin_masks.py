@@ -8,13 +8,13 @@ masked pixel of noise changes when it is inpainted, and known pixels never do.
 
 import numpy as np
 import pytest
+from napari_helpers import PLUGIN
 
 pytest.importorskip("napari")
 pytest.importorskip("pytestqt")
 
 pytestmark = pytest.mark.gui
 
-PLUGIN = "restore-tree"
 TIMEOUT = 30_000  # ms
 SIZE = 48
 

@@ -13,15 +13,13 @@ import time
 
 import numpy as np
 import pytest
+from napari_helpers import DENOISE, PLUGIN, TIMEOUT, dock
 
 pytest.importorskip("napari")
 pytest.importorskip("pytestqt")
 
 pytestmark = pytest.mark.gui
 
-PLUGIN = "restore-tree"
-DENOISE = "Denoise (wavelet tree)"
-TIMEOUT = 30_000  # ms
 CANCEL_BOUND_S = 1.5  # "Cancel acts within about a second", with room for a busy test machine
 
 
@@ -31,12 +29,6 @@ def _noisy(n, seed=0):
     return (100 + 50 * np.sin(x / 17) * np.cos(y / 23) + 10 * rng.standard_normal((n, n))).astype(np.float32)
 
 
-def _dock_denoise(viewer, qtbot):
-    _, widget = viewer.window.add_plugin_dock_widget(PLUGIN, DENOISE)
-    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
-    return widget
-
-
 def _library_threads():
     """The plugin's threads still running a library call (named by ``Control.call``)."""
     return [t for t in threading.enumerate() if t.name == "restore-call"]
@@ -44,7 +36,7 @@ def _library_threads():
 
 def test_progress_moves_within_a_single_plane(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
-    widget = _dock_denoise(viewer, qtbot)
+    widget = dock(viewer, qtbot, DENOISE)
     widget.image.value = viewer.add_image(_noisy(512), name="one plane")
     widget.cycle_spins.value = 4
     seen = []
@@ -78,7 +70,7 @@ def test_inpaint_progress_reaches_the_bar(make_napari_viewer, qtbot, errors):
 
 def test_cancel_acts_within_a_second_on_one_large_plane(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
-    widget = _dock_denoise(viewer, qtbot)
+    widget = dock(viewer, qtbot, DENOISE)
     widget.image.value = viewer.add_image(_noisy(2048), name="large")
     widget.cycle_spins.value = 8
     widget.apply_button.clicked.emit()
@@ -107,7 +99,7 @@ def _preview_box(preview, src):
 
 def test_preview_computes_only_the_visible_region(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer(show=True)
-    widget = _dock_denoise(viewer, qtbot)
+    widget = dock(viewer, qtbot, DENOISE)
     src = viewer.add_image(_noisy(1024), name="big", scale=(2.0, 2.0), translate=(10.0, 10.0))
     widget.image.value = src
     camera = viewer.scene.camera
@@ -133,7 +125,7 @@ def test_preview_of_a_view_too_large_is_capped_around_its_centre(make_napari_vie
 
     monkeypatch.setattr(_denoise.DenoiseWidget, "PREVIEW_MAX_PIXELS", 256 * 256, raising=False)
     viewer = make_napari_viewer(show=True)
-    widget = _dock_denoise(viewer, qtbot)
+    widget = dock(viewer, qtbot, DENOISE)
     src = viewer.add_image(_noisy(1024), name="big")
     widget.image.value = src
     viewer.scene.camera.center = (400, 600)
@@ -148,7 +140,7 @@ def test_preview_of_a_view_too_large_is_capped_around_its_centre(make_napari_vie
 
 def test_unticking_preview_stops_it(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
-    widget = _dock_denoise(viewer, qtbot)
+    widget = dock(viewer, qtbot, DENOISE)
     widget.image.value = viewer.add_image(_noisy(1024), name="large")
     widget.cycle_spins.value = 8
     widget.preview.value = True
@@ -165,7 +157,7 @@ def test_unticking_preview_stops_it(make_napari_viewer, qtbot, errors):
 
 def test_closing_the_viewer_with_preview_on_raises_nothing(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
-    widget = _dock_denoise(viewer, qtbot)
+    widget = dock(viewer, qtbot, DENOISE)
     widget.image.value = viewer.add_image(_noisy(1024), name="large")
     widget.cycle_spins.value = 8
     widget.preview.value = True

@@ -2,28 +2,14 @@
 
 import numpy as np
 import pytest
+from napari_helpers import dock, press
 
 pytest.importorskip("napari")
 pytest.importorskip("pytestqt")
 
 pytestmark = pytest.mark.gui
 
-PLUGIN = "restore-tree"
-TIMEOUT = 30_000  # ms
 SIZE = 48
-
-
-def _dock(viewer, qtbot, name):
-    _, widget = viewer.window.add_plugin_dock_widget(PLUGIN, name)
-    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)  # first-use compilation
-    return widget
-
-
-def _press(qtbot, viewer, widget, button):
-    before = {layer.name for layer in viewer.layers}
-    button.clicked.emit()
-    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
-    return [layer for layer in viewer.layers if layer.name not in before]
 
 
 def _photo(dtype, shape=(64, 64), seed=0):
@@ -41,12 +27,12 @@ def _photo(dtype, shape=(64, 64), seed=0):
 def test_denoise_keeps_each_images_type_and_range(make_napari_viewer, qtbot, errors):
     """Integers come back in their dtype and range (rounded, clipped), floats keep their precision."""
     viewer = make_napari_viewer()
-    widget = _dock(viewer, qtbot, "Denoise (wavelet tree)")
+    widget = dock(viewer, qtbot, "Denoise (wavelet tree)")
     dtypes = (np.uint8, np.uint16, np.float32, np.float64)
     sources = [viewer.add_image(_photo(dtype), name=np.dtype(dtype).name) for dtype in dtypes]
     viewer.layers.selection = set(sources)
     widget.all_selected.value = True  # one run over the four (the batch of item 4)
-    outputs = _press(qtbot, viewer, widget, widget.apply_button)
+    outputs = press(qtbot, viewer, widget, widget.apply_button)
     assert not errors and len(outputs) == 4
     for dtype, src in zip(dtypes, sources, strict=True):
         out = viewer.layers[f"{src.name} [tree_l2]"]
@@ -65,14 +51,14 @@ def test_results_keep_transform_rgb_contrast_and_record_parameters(make_napari_v
     labels = np.zeros((SIZE, SIZE), np.uint8)
     labels[22:26, 8:40] = 1
     viewer.add_labels(labels, name="scratch", scale=(0.5, 2.0), translate=(3.0, -4.0))
-    denoise = _dock(viewer, qtbot, "Denoise (wavelet tree)")
-    inpaint = _dock(viewer, qtbot, "Inpaint")
+    denoise = dock(viewer, qtbot, "Denoise (wavelet tree)")
+    inpaint = dock(viewer, qtbot, "Inpaint")
     denoise.image.value = src
     inpaint.image.value = src
     inpaint.mask.value = viewer.layers["scratch"]
     inpaint.n_passes.value = 2
-    [den] = _press(qtbot, viewer, denoise, denoise.apply_button)
-    [inp] = _press(qtbot, viewer, inpaint, inpaint.run_button)
+    [den] = press(qtbot, viewer, denoise, denoise.apply_button)
+    [inp] = press(qtbot, viewer, inpaint, inpaint.run_button)
     assert not errors
     for out in (den, inp):
         assert out.rgb and out.data.dtype == np.uint8 and out.data.shape == rgb.shape
@@ -89,15 +75,15 @@ def test_results_keep_transform_rgb_contrast_and_record_parameters(make_napari_v
 
 def test_running_again_replaces_the_previous_result_unless_each_run_is_kept(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
-    widget = _dock(viewer, qtbot, "Denoise (wavelet tree)")
+    widget = dock(viewer, qtbot, "Denoise (wavelet tree)")
     src = viewer.add_image(_photo(np.float32), name="photo")
     widget.image.value = src
-    [first] = _press(qtbot, viewer, widget, widget.apply_button)
+    [first] = press(qtbot, viewer, widget, widget.apply_button)
     widget.multiplier.value = 2.0
-    assert _press(qtbot, viewer, widget, widget.apply_button) == []  # replaced, not piled up
+    assert press(qtbot, viewer, widget, widget.apply_button) == []  # replaced, not piled up
     assert len(viewer.layers) == 2 and first in viewer.layers
     assert first.metadata["restore"]["params"]["multiplier"] == 2.0
     widget.keep_each_run.value = True
-    [second] = _press(qtbot, viewer, widget, widget.apply_button)
+    [second] = press(qtbot, viewer, widget, widget.apply_button)
     assert len(viewer.layers) == 3 and first in viewer.layers and second is not first
     assert not errors

@@ -5,6 +5,7 @@ import time
 
 import numpy as np
 import pytest
+from napari_helpers import DENOISE, PLUGIN, dock, press
 
 pytest.importorskip("napari")
 pytest.importorskip("pytestqt")
@@ -14,8 +15,6 @@ import restore  # noqa: E402
 
 pytestmark = pytest.mark.gui
 
-PLUGIN = "restore-tree"
-DENOISE = "Denoise (wavelet tree)"
 TIMEOUT = 60_000  # ms
 CANCEL_BOUND_S = 1.5  # "Cancel acts within about a second", with room for a busy test machine
 
@@ -27,19 +26,6 @@ def infos(monkeypatch):
     shown = []
     monkeypatch.setattr(notifications, "show_info", shown.append)
     return shown
-
-
-def _dock(viewer, qtbot):
-    _, widget = viewer.window.add_plugin_dock_widget(PLUGIN, DENOISE)
-    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
-    return widget
-
-
-def _press(qtbot, viewer, widget, button):
-    before = {layer.name for layer in viewer.layers}
-    button.clicked.emit()
-    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
-    return [layer for layer in viewer.layers if layer.name not in before]
 
 
 def _blobs(shape, seed=0, sigma=0.1):
@@ -77,7 +63,7 @@ def _psnr(x, ref):
 
 def test_volume_is_offered_for_3d_layers_and_denoises_the_volume_as_a_whole(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
-    widget = _dock(viewer, qtbot)
+    widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
     flat = viewer.add_image(_blobs((48, 48))[1], name="photo")
     widget.image.value = flat
     assert [c for c in widget.process.choices] == [False]  # a photograph: plane by plane only
@@ -86,10 +72,10 @@ def test_volume_is_offered_for_3d_layers_and_denoises_the_volume_as_a_whole(make
     widget.image.value = stack
     assert list(widget.process.choices) == [False, True]
     assert widget.process.value is False  # the library's default: plane by plane
-    [planes] = _press(qtbot, viewer, widget, widget.apply_button)
+    [planes] = press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)
     widget.process.value = True
     widget.keep_each_run.value = True
-    [volume] = _press(qtbot, viewer, widget, widget.apply_button)
+    [volume] = press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)
     assert not errors
     expected = restore.denoise_wavelet_tree(noisy, axes=(0, 1, 2), lam="sure").astype(np.float32)
     np.testing.assert_allclose(volume.data, expected, rtol=1e-5, atol=1e-6)  # one call over the volume
@@ -100,7 +86,7 @@ def test_volume_is_offered_for_3d_layers_and_denoises_the_volume_as_a_whole(make
 
 def test_progress_moves_and_cancel_acts_within_a_second_inside_one_volume(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
-    widget = _dock(viewer, qtbot)
+    widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
     widget.image.value = viewer.add_image(_blobs((32, 256, 256))[1], name="volume")
     widget.process.value = True
     widget.cycle_spins.value = 8
@@ -120,7 +106,7 @@ def test_progress_moves_and_cancel_acts_within_a_second_inside_one_volume(make_n
 
 def test_volume_preview_shows_the_current_slice_of_a_bounded_sub_volume(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
-    widget = _dock(viewer, qtbot)
+    widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
     _, noisy = _blobs((40, 160, 160))
     src = viewer.add_image(noisy, name="volume")
     widget.image.value = src
@@ -155,12 +141,12 @@ def test_photon_noise_estimates_the_gain_reports_it_and_records_it(make_napari_v
     viewer.open_sample(PLUGIN, "noisy_nuclei_volume")
     src = viewer.layers["nuclei (noisy)"]
     assert src.data.shape == (32, 128, 128) and src.metadata["gain"] == 0.1
-    widget = _dock(viewer, qtbot)
+    widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
     widget.image.value = src
     widget.process.value = True
     widget.noise.value = "poisson-gaussian"
     assert widget.gain.enabled and not widget.multiplier.enabled
-    [out] = _press(qtbot, viewer, widget, widget.apply_button)
+    [out] = press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)
     assert not errors
     noise = out.metadata["restore"]["noise"]
     assert noise["gain_estimated"] and 0.07 < noise["gain"] < 0.13
@@ -173,10 +159,10 @@ def test_photon_noise_estimates_the_gain_reports_it_and_records_it(make_napari_v
 def test_estimate_fills_gain_and_read_noise_for_photon_noise(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
     viewer.open_sample(PLUGIN, "noisy_nuclei_volume")
-    widget = _dock(viewer, qtbot)
+    widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
     widget.image.value = viewer.layers["nuclei (noisy)"]
     widget.noise.value = "poisson-gaussian"
-    _press(qtbot, viewer, widget, widget.estimate)
+    press(qtbot, viewer, widget, widget.estimate, timeout=TIMEOUT)
     assert not errors and 0.07 < widget.gain.value < 0.13
     assert widget.sigma_auto.value is False
     assert widget.params().gain == pytest.approx(widget.gain.value)
@@ -185,14 +171,14 @@ def test_estimate_fills_gain_and_read_noise_for_photon_noise(make_napari_viewer,
 def test_a_gain_given_is_used_as_is(make_napari_viewer, qtbot, errors, infos):
     viewer = make_napari_viewer()
     viewer.open_sample(PLUGIN, "noisy_nuclei_volume")
-    widget = _dock(viewer, qtbot)
+    widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
     src = viewer.layers["nuclei (noisy)"]
     widget.image.value = src
     widget.noise.value = "poisson-gaussian"
     widget.gain.value = 0.1
     widget.sigma_auto.value = False
     widget.sigma.value = 0.02
-    [out] = _press(qtbot, viewer, widget, widget.apply_button)
+    [out] = press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)
     assert not errors and not infos  # nothing estimated, nothing to report
     expected = restore.denoise_wavelet_tree(src.data[5], noise="poisson-gaussian", gain=0.1, sigma=0.02, lam="sure")
     np.testing.assert_allclose(out.data[5], expected, rtol=1e-5, atol=1e-6)  # plane by plane, as given
@@ -209,9 +195,9 @@ def test_a_dask_stack_gives_a_lazy_result_and_is_never_loaded_whole(make_napari_
     store = Counting(noisy)
     viewer = make_napari_viewer()
     src = viewer.add_image(da.from_array(store, chunks=(1, 128, 128)), name="lazy", contrast_limits=(0, 1))
-    widget = _dock(viewer, qtbot)
+    widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
     widget.image.value = src
-    [out] = _press(qtbot, viewer, widget, widget.apply_button)
+    [out] = press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)
     qtbot.wait(200)  # napari shows the result's current plane
     assert not errors
     assert isinstance(out.data, da.Array) and out.data.shape == noisy.shape and out.data.dtype == np.float32
@@ -233,7 +219,7 @@ def test_a_dask_volume_with_photon_noise_reads_only_a_sample_to_estimate(make_na
     [(noisy, _, _)] = noisy_nuclei_volume()
     store = Counting(noisy)
     viewer = make_napari_viewer()
-    widget = _dock(viewer, qtbot)
+    widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
     src = viewer.add_image(da.from_array(store, chunks=(32, 64, 64)), name="lazy volume", contrast_limits=(0, 1),
                            visible=False)  # not shown: the reads are the widget's
     widget.image.value = src
@@ -243,7 +229,7 @@ def test_a_dask_volume_with_photon_noise_reads_only_a_sample_to_estimate(make_na
     add_image = type(viewer).add_image
     monkeypatch.setattr(type(viewer), "add_image", lambda self, *a, **k: (before_shown.append(sum(store.reads)),
                                                                            add_image(self, *a, **k))[1])
-    [out] = _press(qtbot, viewer, widget, widget.apply_button)
+    [out] = press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)
     assert not errors and isinstance(out.data, da.Array) and out.data.shape == noisy.shape
     assert 0 < before_shown[0] <= 16 * 64 * 64  # the noise sample only
     assert max(store.reads) <= 32 * 64 * 64  # showing a slice computes block by block, never the whole at once
@@ -256,9 +242,9 @@ def test_a_multiscale_layer_gives_a_lazy_multiscale_result(make_napari_viewer, q
     levels = [da.from_array(stores[0], chunks=(1, 128, 128)), da.from_array(stores[1], chunks=(1, 64, 64))]
     viewer = make_napari_viewer()
     src = viewer.add_image(levels, multiscale=True, name="pyramid", contrast_limits=(0, 1))
-    widget = _dock(viewer, qtbot)
+    widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
     widget.image.value = src
-    [out] = _press(qtbot, viewer, widget, widget.apply_button)
+    [out] = press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)
     qtbot.wait(200)
     assert not errors and out.multiscale
     assert [lv.shape for lv in out.data] == [lv.shape for lv in levels]
@@ -276,7 +262,7 @@ def test_inpaint_refuses_a_multiscale_layer_with_a_message(make_napari_viewer, q
     _, widget = viewer.window.add_plugin_dock_widget(PLUGIN, "Inpaint")
     widget.image.value = src
     widget.mask.value = viewer.layers["hole"]
-    assert _press(qtbot, viewer, widget, widget.run_button) == []
+    assert press(qtbot, viewer, widget, widget.run_button, timeout=TIMEOUT) == []
     assert errors and "multiscale" in errors[-1]
 
 
@@ -313,7 +299,7 @@ def test_widget_defaults_are_the_librarys(make_napari_viewer, qtbot):
         return {k: p.default for k, p in inspect.signature(fn).parameters.items()}
 
     viewer = make_napari_viewer()
-    denoise = _dock(viewer, qtbot)
+    denoise = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
     _, inpaint = viewer.window.add_plugin_dock_widget(PLUGIN, "Inpaint")
     _, learn = viewer.window.add_plugin_dock_widget(PLUGIN, "Learn dictionary")
     d = defaults(restore.denoise_wavelet_tree)
@@ -332,9 +318,9 @@ def test_widget_defaults_are_the_librarys(make_napari_viewer, qtbot):
 def test_changing_the_noise_model_sets_sigma_back_to_automatic(make_napari_viewer, qtbot, errors):
     """A σ estimated under Gaussian noise is not the read noise of the Poisson-Gaussian model."""
     viewer = make_napari_viewer()
-    widget = _dock(viewer, qtbot)
+    widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
     widget.image.value = viewer.add_image(_blobs((64, 64))[1], name="photo")
-    _press(qtbot, viewer, widget, widget.estimate)
+    press(qtbot, viewer, widget, widget.estimate, timeout=TIMEOUT)
     assert widget.sigma_auto.value is False and widget.sigma.value > 0
     widget.noise.value = "poisson-gaussian"
     assert widget.sigma_auto.value is True and widget.params().sigma is None and not errors
@@ -345,10 +331,10 @@ def test_volume_mode_and_noise_model_are_remembered(make_napari_viewer, qtbot, e
     viewer.add_image(_blobs((32, 32))[1], name="photo")  # first in the list, but 2-D
     stack = viewer.add_image(_blobs((8, 32, 32))[1], name="stack")
     viewer.layers.selection.active = stack
-    widget = _dock(viewer, qtbot)
+    widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
     widget.process.value = True
     widget.noise.value = "poisson-gaussian"
     widget.gain.value = 0.25
-    again = _dock(viewer, qtbot)  # a new session's widget, on the selected 3-D layer
+    again = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)  # a new session's widget, on the selected 3-D layer
     assert (again.process.value, again.noise.value, again.gain.value) == (True, "poisson-gaussian", 0.25)
     assert not errors

@@ -4,6 +4,7 @@ import time
 
 import numpy as np
 import pytest
+from napari_helpers import PLUGIN
 
 pytest.importorskip("napari")
 pytest.importorskip("pytestqt")
@@ -12,7 +13,6 @@ from restore_napari import _common, _denoise, _runner  # noqa: E402
 
 pytestmark = pytest.mark.gui
 
-PLUGIN = "restore-tree"
 WIDGET = "Denoise (wavelet tree)"
 TIMEOUT = 20_000  # ms
 
