@@ -58,25 +58,36 @@ def spots(shape=(32, 128, 128), n=60, seed=0) -> np.ndarray:
     return normalise(vol)
 
 
-def filaments(shape=(32, 128, 128), n=25, width=0.8, seed=1) -> np.ndarray:
-    """Thin curved filaments (about two voxels across) on a dark background with a faint haze, in [0, 1]."""
-    from scipy import ndimage
+def _random_walks(shape, n, rng, *, z_scale, turn, steps, amp) -> np.ndarray:
+    """``n`` one-voxel paths of half-voxel steps that turn by ``turn`` per step, flatter in z by ``z_scale``.
 
-    rng = np.random.default_rng(seed)
+    Each path starts at a uniform point with a brightness drawn from the
+    range ``amp`` and stops where it leaves the volume; crossings keep the
+    brighter path.
+    """
     vol = np.zeros(shape)
     for _ in range(n):
         p = rng.uniform([0, 0, 0], shape)
-        d = rng.standard_normal(3) * [0.3, 1, 1]
+        d = rng.standard_normal(3) * [z_scale, 1, 1]
         d /= np.linalg.norm(d)
-        amp = rng.uniform(0.4, 1.0)
-        for _ in range(400):
-            d += 0.08 * rng.standard_normal(3) * [0.3, 1, 1]
+        a = rng.uniform(*amp)
+        for _ in range(steps):
+            d += turn * rng.standard_normal(3) * [z_scale, 1, 1]
             d /= np.linalg.norm(d)
             p = p + 0.5 * d
             i = np.round(p).astype(int)
             if np.any(i < 0) or np.any(i >= shape):
                 break
-            vol[tuple(i)] = max(vol[tuple(i)], amp)
+            vol[tuple(i)] = max(vol[tuple(i)], a)
+    return vol
+
+
+def filaments(shape=(32, 128, 128), n=25, width=0.8, seed=1) -> np.ndarray:
+    """Thin curved filaments (about two voxels across) on a dark background with a faint haze, in [0, 1]."""
+    from scipy import ndimage
+
+    rng = np.random.default_rng(seed)
+    vol = _random_walks(shape, n, rng, z_scale=0.3, turn=0.08, steps=400, amp=(0.4, 1.0))
     vol = ndimage.gaussian_filter(vol, (width * 0.8, width, width))
     haze = ndimage.gaussian_filter(rng.random(shape), 12)
     return normalise(vol / vol.max() + 0.3 * normalise(haze) * 0.1)
@@ -106,20 +117,7 @@ def cells(shape=(32, 128, 128), n_cells=7, n_puncta=40, n_filaments=10, seed=11)
         s_xy = rng.uniform(0.7, 1.5)
         vol += rng.uniform(0.3, 1.0) * np.exp(-0.5 * (((z - c[0]) / (1.5 * s_xy)) ** 2 + ((y - c[1]) / s_xy) ** 2
                                                      + ((x - c[2]) / s_xy) ** 2))
-    fil = np.zeros(shape)
-    for _ in range(n_filaments):
-        p = rng.uniform([0, 0, 0], shape)
-        d = rng.standard_normal(3) * [0.2, 1, 1]
-        d /= np.linalg.norm(d)
-        amp = rng.uniform(0.3, 0.8)
-        for _ in range(600):
-            d += 0.15 * rng.standard_normal(3) * [0.2, 1, 1]
-            d /= np.linalg.norm(d)
-            p = p + 0.5 * d
-            i = np.round(p).astype(int)
-            if np.any(i < 0) or np.any(i >= shape):
-                break
-            fil[tuple(i)] = max(fil[tuple(i)], amp)
+    fil = _random_walks(shape, n_filaments, rng, z_scale=0.2, turn=0.15, steps=600, amp=(0.3, 0.8))
     vol += ndimage.gaussian_filter(fil, (0.5, 0.6, 0.6)) * 3.0
     return normalise(np.maximum(vol, 0.0))
 
