@@ -36,6 +36,7 @@ from .wavelet import band_layout, default_level, level_splits, wavelet_forward, 
 __all__ = ["NOISE_MODELS", "LamChoice", "choose_lam", "denoise_wavelet_tree", "estimate_sigma"]
 
 CONVEX = ("l1", "tree_l2", "tree_linf")
+NOISE_MODELS = ("gaussian", "poisson-gaussian")
 
 _log = logging.getLogger(__name__)
 
@@ -315,6 +316,52 @@ _SURE_GOLDEN = 8  # golden-section steps: the bracket shrinks to 0.618**8 = 2 % 
 _SURE_EVALS = _SURE_GRID + 2 + _SURE_GOLDEN  # risk evaluations (one progress step each)
 
 
+# SURE measures the risk on at most about this many coefficients (a 512 x 512 plane's): beyond, on a regular subset
+# of whole trees (the risk is a sum over trees, so a subset estimates it), to bound its cost on volumes and large photos.
+_SURE_MAX_COEFFS = 1 << 19
+
+
+def _sure_sample(c: np.ndarray, plan: _Plan, penalize_approx: bool,
+                 noise_var: np.ndarray | None = None) -> tuple[np.ndarray, _Plan, np.ndarray | None]:
+    """Coefficients of every k-th tree along some axes, laid out as the transform of a smaller array, and its plan.
+
+    The trees of the unpenalised approximation band's coefficients are
+    independent, so the shrinkage of the subset is the subset of the
+    shrinkage. Strides double on the axis with the most roots until at most
+    ``_SURE_MAX_COEFFS`` remain (or every axis is down to 2 roots); with
+    ``penalize_approx`` (one group across the approximation band) or few
+    coefficients, everything is kept.
+    """
+    if penalize_approx or plan.n_coeffs <= _SURE_MAX_COEFFS:
+        return c, plan, noise_var
+    bands = band_layout(plan.padded, plan.splits)
+    roots = list(bands[0].shape)
+    stride = [1] * len(roots)
+    kept = plan.n_coeffs
+    while kept > _SURE_MAX_COEFFS:
+        a = int(np.argmax([-(-r // k) for r, k in zip(roots, stride, strict=True)]))
+        if -(-roots[a] // stride[a]) <= 2:
+            break
+        stride[a] *= 2
+        kept = plan.n_coeffs // plan.n_approx * int(np.prod([-(-r // k) for r, k in zip(roots, stride, strict=True)]))
+    if kept == plan.n_coeffs:
+        return c, plan, noise_var
+    small = tuple(-(-r // k) * (p // r) for r, k, p in zip(roots, stride, plan.padded, strict=True))
+    sub = _plan(small, plan.wavelet, plan.levels, penalize_approx)
+
+    def take(v: np.ndarray) -> np.ndarray:
+        parts = []
+        for b in bands:
+            # each axis of a band as (root, descendant within the root's block): keep every stride-th root
+            split = [d for r, n in zip(roots, b.shape, strict=True) for d in (r, n // r)]
+            block = v[b.start:b.start + b.size].reshape(split)
+            block = block[tuple(sl for k in stride for sl in (slice(None, None, k), slice(None)))]
+            parts.append(block.ravel())
+        return np.concatenate(parts)
+
+    return take(c), sub, None if noise_var is None else take(noise_var)
+
+
 def _sure_lam(c: np.ndarray, sigma: float, penalty: str, plan: _Plan, penalize_approx: bool,
               rng: np.random.Generator, step: Callable[[], None] | None = None) -> float:
     """Lam minimising Stein's unbiased risk estimate of the shrinkage of c; ``step()`` after each evaluation."""
@@ -471,22 +518,29 @@ def choose_lam(
     penalty: str = "tree_l2",
     method: LamMethod | None = None,
     wavelet: str = "db3",
-    level: int | None = None,
+    level: int | Sequence[int] | None = None,
     penalize_approx: bool = False,
     channel_axis: int | None = None,
+    axes: Sequence[int] | None = None,
+    noise: str = "gaussian",
+    gain: float | None = None,
     per_level: bool | None = None,
     rng: int | np.random.Generator | None = None,
     progress: ProgressCallback | None = None,
 ) -> LamChoice:
     """Choose ``lam`` for :func:`denoise_wavelet_tree` from the noisy image alone.
 
+    ``denoise_wavelet_tree(image, lam=choose_lam(image, **kw), **kw)`` gives
+    the same result as ``denoise_wavelet_tree(image, **kw)`` with ``lam``
+    chosen there; choosing first lets a caller scale the choice.
+
     Parameters
     ----------
-    image : ndarray, shape (M, N) or (M, N, C) with ``channel_axis``
-        One noisy plane (grey, or colour with ``channel_axis``).
+    image : ndarray, shape (M, N), or (P, M, N) with three ``axes``
+        One noisy plane or volume (grey, or colour with ``channel_axis``).
     sigma : float or sequence of float, optional
-        Noise standard deviation (one, or one per channel); estimated with
-        :func:`estimate_sigma` when None.
+        Noise standard deviation (one, or one per channel); with
+        ``noise='poisson-gaussian'``, of the read noise. Estimated when None.
     penalty : str
         One of ``restore.PENALTIES``.
     method : {'sure', 'rule'}, optional
@@ -496,8 +550,12 @@ def choose_lam(
         function of ``sigma`` calibrated on the bundled images. Default:
         ``'sure'`` for the convex penalties, ``'rule'`` for ``l0`` and
         ``tree_l0`` (SURE needs a continuous estimator).
-    wavelet, level, penalize_approx
-        As in :func:`denoise_wavelet_tree`.
+    wavelet, level, penalize_approx, axes, noise, gain
+        As in :func:`denoise_wavelet_tree`; ``axes`` must name every
+        spatial axis of ``image``. Under ``noise='poisson-gaussian'`` the
+        choice is in units of each coefficient's noise deviation after the
+        generalized Anscombe transform, as ``denoise_wavelet_tree`` reads a
+        number then, and its ``sigma`` is the stabilised noise's, 1.
     channel_axis : int, optional
         Axis of the colour channels.
     per_level : bool, optional
@@ -518,19 +576,30 @@ def choose_lam(
     -------
     LamChoice
     """
-    img, axis = check_image(image, channel_axis=channel_axis, exact=True)
+    n_axes = 2 if axes is None else len(_check_axes(axes, np.ndim(image), None, channels_checked=False))
+    img, axis = check_image(image, channel_axis=channel_axis, spatial=n_axes, exact=True)
+    sp_axes = _check_axes(axes, img.ndim, axis)
     check_callable("progress", progress)
-    x = img if axis is None else np.moveaxis(img, axis, -1)
-    plan = _setup(x.shape[:2], penalty, wavelet, level, penalize_approx)
+    check_choice("noise", noise, NOISE_MODELS, plural="noise models")
+    if gain is not None and noise != "poisson-gaussian":
+        raise ValueError(f"gain={gain!r} applies to noise='poisson-gaussian' only, got noise={noise!r}")
+    x = np.transpose(img, list(sp_axes) + ([] if axis is None else [axis]))
+    plan = _setup(x.shape[:n_axes], penalty, wavelet, level, penalize_approx)
     method = _resolve_method(method, penalty)
-    n_channels = x.shape[2] if axis is not None else 1
+    n_channels = x.shape[-1] if axis is not None else 1
+    if noise == "poisson-gaussian":
+        model = _photon_model(x, gain, sigma, axis is not None)
+        x, sigma = anscombe(x, model.gain, model.sigma), 1.0
     sigmas_given = None if sigma is None else check_per_channel("sigma", sigma, n_channels)
     channels = _to_channels(x, -1 if axis is not None else None)
+    var_maps = (_stabilised_variance(channels, model, n_axes) if noise == "poisson-gaussian"
+                else [None] * len(channels))
     sigmas = _channel_sigmas(sigmas_given, channels)
     gen = np.random.default_rng(0 if rng is None else rng)
-    steps = Steps(progress, len(channels) * _lam_steps(method, penalty, plan, per_level), start=True)
-    choices = [_choice_for_plane(ch, s, penalty, method, plan, penalize_approx, gen, steps, per_level)
-               for ch, s in zip(channels, sigmas, strict=True)]
+    steps = Steps(progress, len(channels) * _lam_steps(method, penalty, plan, per_level, noise == "poisson-gaussian"),
+                  start=True)
+    choices = [_choice_for_plane(ch, s, penalty, method, plan, penalize_approx, gen, steps, per_level, vm)
+               for ch, s, vm in zip(channels, sigmas, var_maps, strict=True)]
     weights = tuple(None if w is None else tuple(float(v) for v in w) for _, w in choices)
     return LamChoice(lam=tuple(float(lm) for lm, _ in choices), sigma=tuple(float(s) for s in sigmas),
                      method=method, level_weights=weights if any(w is not None for w in weights) else None)
@@ -553,9 +622,10 @@ def _choice_for_plane(plane, sigma, penalty, method, plan, penalize_approx, gen,
     per_level = _per_level(method, penalty, plan, per_level)
     c = plan.forward(plane)
     step()
+    if method == "sure":
+        c, plan, noise_var = _sure_sample(c, plan, penalize_approx, None if var_map is None else plan.coeff_var(var_map))
     if method == "sure" and var_map is not None:
-        return _sure(c, sigma, penalty, plan, penalize_approx, gen, step, per_level=per_level,
-                     noise_var=plan.coeff_var(var_map))
+        return _sure(c, sigma, penalty, plan, penalize_approx, gen, step, per_level=per_level, noise_var=noise_var)
     if method == "sure" and penalty != "l1":
         return _sure(c, sigma, penalty, plan, penalize_approx, gen, step, per_level=per_level)
     if method == "sure":
@@ -703,10 +773,13 @@ def denoise_wavelet_tree(
         lam's. Default (None): off.
     wiener : bool, optional
         Refine the tree estimate by empirical Wiener filtering: the noisy
-        coefficients in a second orthonormal basis (Daubechies 2, with the
-        same levels and shifts) are scaled by ``p**2 / (p**2 + sigma**2)``,
-        ``p`` the tree estimate's coefficient. Default (None): on for
-        volumes (three ``axes``), off for planes.
+        coefficients in another orthonormal basis (with the same levels) are
+        scaled by ``p**2 / (p**2 + sigma**2)``, ``p`` the pilot's
+        coefficient. Two passes, each averaged over shifts: in Haar with the
+        tree estimate as pilot (``cycle_spins / 2`` shifts), then in
+        Daubechies 2 with the first pass as pilot (``2 * cycle_spins``
+        shifts); the tree estimate then takes ``cycle_spins / 4`` shifts.
+        Default (None): on for volumes (three ``axes``), off for planes.
     rng : int or numpy.random.Generator, optional
         Seed of the SURE probe (default 0: reproducible results).
     progress : callable, optional
@@ -738,9 +811,16 @@ def denoise_wavelet_tree(
     for volumes).
 
     The Wiener stage [4]_ uses the tree estimate as the oracle of each
-    coefficient's energy in another basis; the two bases err in different
-    places, so it removes part of the tree estimate's artefacts at the cost
-    of one more pair of transforms per shift.
+    coefficient's energy in another basis; the bases err in different
+    places, so it removes part of the tree estimate's artefacts, and its
+    shifts make the result more translation invariant than the tree
+    estimate's alone, at about the cost of the tree estimate's shifts it
+    replaces.
+
+    SURE measures the risk on at most about 2**19 coefficients: on larger
+    volumes and images, on a regular subset of whole trees (every second
+    root along the axes with the most roots), which estimates the risk of
+    all of them at a fraction of the cost.
 
     SURE picks ``lam`` within about 0.1 dB of the best possible value on
     natural images (``benchmarks/bench_denoise.py`` measures it). The opponent colour transform is
@@ -814,17 +894,19 @@ def denoise_wavelet_tree(
     out = np.empty(x.shape, dtype=np.float64)
     lead = x.shape[:-n_sp - 1] if c_axis is not None else x.shape[:-n_sp]
     use_wiener = _use_wiener(wiener, n_sp)
-    # same padding, levels and layout in another basis: no tree needed there
-    wiener_plan = replace(plan, wavelet=_WIENER_WAVELET) if use_wiener else None
-    per_channel = (_lam_steps(method, penalty, plan, per_level, noise == "poisson-gaussian") + _shrink_steps(n_shifts)
-                   + (sigma is None and (method is not None or use_wiener)) + 2 * n_shifts * use_wiener)
+    # same padding, levels and layout in other bases: no tree needed there
+    passes = [(replace(plan, wavelet=w), _wiener_shifts(n_shifts, k)) for w, k in _WIENER_PASSES] if use_wiener else []
+    tree_shifts = _pilot_shifts(n_shifts) if passes else n_shifts
+    per_channel = (_lam_steps(method, penalty, plan, per_level, noise == "poisson-gaussian")
+                   + _shrink_steps(tree_shifts) + (sigma is None and (method is not None or use_wiener))
+                   + sum(2 * k for _, k in passes))
     steps = Steps(progress, int(np.prod(lead, dtype=np.int64)) * n_channels * per_channel, start=True)
     for idx in np.ndindex(*lead):
         plane = x[idx]
         channels = _to_channels(plane, -1 if c_axis is not None else None)
         var_maps = (_stabilised_variance(channels, model, n_sp) if noise == "poisson-gaussian"
                     else [None] * len(channels))
-        if method is not None or wiener_plan is not None:
+        if method is not None or passes:
             sigmas = _channel_sigmas(sigmas_given, channels)
             if sigma is None:
                 steps(len(channels))
@@ -834,19 +916,16 @@ def denoise_wavelet_tree(
         else:
             choices = [_choice_for_plane(ch, s, penalty, method, plan, penalize_approx, gen, steps, per_level, vm)
                        for ch, s, vm in zip(channels, sigmas, var_maps, strict=True)]
-        den = [_denoise_plane(ch, lm, penalty, plan, penalize_approx, n_shifts, steps, w, vm)
+        den = [_denoise_plane(ch, lm, penalty, plan, penalize_approx, tree_shifts, steps, w, vm)
                for ch, (lm, w), vm in zip(channels, choices, var_maps, strict=True)]
-        if wiener_plan is not None:
-            den = [_wiener_plane(ch, pilot, s, wiener_plan, n_shifts, steps, vm)
+        for wiener_plan, k in passes:
+            den = [_wiener_plane(ch, pilot, s, wiener_plan, k, steps, vm)
                    for ch, pilot, s, vm in zip(channels, den, sigmas, var_maps, strict=True)]
         out[idx] = _from_channels(den, c_axis is not None)
     if noise == "poisson-gaussian":
         out = inverse_anscombe(out, model.gain, model.sigma)
     out = np.transpose(out, np.argsort(order))
     return restore_dtype(out, np.asarray(image).dtype)
-
-
-NOISE_MODELS = ("gaussian", "poisson-gaussian")
 
 
 def _check_axes(axes, ndim: int, channel_axis: int | None, channels_checked: bool = True) -> tuple[int, ...]:
@@ -951,7 +1030,8 @@ def _denoise_dask(image, *, axes, channel_axis, level, wavelet, progress, wiener
     rechunk = {a: -1 for a in range(ndim) if a == c_axis}  # every block holds whole channels
     for a, n in zip(sp_axes, lv, strict=True):
         step = 1 << n
-        reach = _overlap(wavelet, n) + (_overlap(_WIENER_WAVELET, n) if _use_wiener(wiener, len(sp_axes)) else 0)
+        reach = _overlap(wavelet, n) + (sum(_overlap(w, n) for w, _ in _WIENER_PASSES)
+                                        if _use_wiener(wiener, len(sp_axes)) else 0)
         depth[a] = min(-(-reach // step) * step, image.shape[a])
         sizes = image.chunks[a]
         if any(c % step for c in sizes[:-1]):
@@ -1008,9 +1088,22 @@ def _denoise_plane(plane: np.ndarray, lam: float, penalty: str, plan: _Plan, pen
     return acc / n_shifts if n_shifts > 1 else acc
 
 
-# The empirical Wiener stage works in a second basis: a short Daubechies filter, other than the default db3, so that
-# its errors differ from the pilot's (db2 did best of haar, db2, sym4 after a db3 pilot in benchmarks/bench_volume.py).
-_WIENER_WAVELET = "db2"
+# The empirical Wiener stage: passes in other bases than the tree's db3, each taking the previous estimate as its
+# pilot (Haar first, for sharp and thin structures, then db2, smooth ones), each with its own number of shifts per
+# cycle spin. Its gain is in translation invariance (more shifts in the last pass), and the tree pilot needs few:
+# the choices and their gains are measured by ``benchmarks/bench_volume.py --part choices``.
+_WIENER_PASSES = (("haar", 0.5), ("db2", 2.0))  # (wavelet, shifts per cycle spin)
+_PILOT_SPINS = 0.25  # shifts of the tree pilot per cycle spin when the Wiener stage follows
+
+
+def _wiener_shifts(n_shifts: int, spins: float) -> int:
+    """Shifts of one Wiener pass: ``spins`` per cycle spin, none when the tree stage has none."""
+    return max(1, int(n_shifts * spins)) if n_shifts > 1 else 1
+
+
+def _pilot_shifts(n_shifts: int) -> int:
+    """Shifts of the tree estimate when it is the Wiener stage's pilot."""
+    return max(1, int(n_shifts * _PILOT_SPINS))
 
 
 def _use_wiener(wiener: bool | None, n_axes: int) -> bool:
