@@ -100,8 +100,7 @@ class DenoiseParams:
     ``lam_mode`` "sure" or "rule" the lam used is ``multiplier`` times the
     automatic choice (per channel); with "manual" it is ``lam`` (absolute,
     the layer's units; with Poisson-Gaussian noise, the stabilised units).
-    The multiplier needs the plane-by-plane Gaussian path (see
-    :meth:`whole_units`). ``volume`` denoises the last three spatial axes
+    ``volume`` denoises the last three spatial axes
     together (``axes`` of the library). Defaults are the library's.
     """
 
@@ -132,17 +131,15 @@ class DenoiseParams:
         if self.gain is not None and not (np.isfinite(self.gain) and self.gain > 0):
             raise ValueError(f"the gain must be > 0 (image units per photon), or blank to estimate it; "
                              f"got {self.gain!r}")
-        if self.multiplier != 1.0 and self.whole_units and self.lam_mode != "manual":
-            raise ValueError("the strength multiplier applies plane by plane with Gaussian noise only: set it to 1 "
-                             "(volumes and Poisson-Gaussian noise take the library's automatic \u03bb as it is)")
 
     @property
     def whole_units(self) -> bool:
         """Whether each plane or volume goes to the library in one call (volumes, Poisson-Gaussian noise).
 
-        The plane-by-plane Gaussian path instead chooses lam first
-        (:func:`restore.choose_lam`, 2-D only), so that the multiplier and
-        the info line can use it.
+        The plane-by-plane Gaussian path instead chooses lam per plane
+        first (:func:`restore.choose_lam`), so that the info line can show
+        it, it is cached per plane, and the preview answers with the rule
+        while SURE runs.
         """
         return self.volume or self.noise != "gaussian"
 
@@ -224,8 +221,7 @@ def denoise_plane(control: Control, plane: Any, params: DenoiseParams, rgb: bool
     full_key = None if key is None else (key, replace(params, lam_mode=method).lam_key())
     choice = cache.get(full_key) if cache is not None and full_key is not None else None
     f0, f1 = span
-    share = SURE_COST_IN_SHIFTS / (SURE_COST_IN_SHIFTS + max(1, params.cycle_spins)) if method == "sure" else 0.05
-    mid = f0 + (f1 - f0) * (share if choice is None else 0.0)
+    mid = f0 + (f1 - f0) * (_choice_share(replace(params, lam_mode=method)) if choice is None else 0.0)
     if choice is None:
         choice = yield from control.call(
             restore.choose_lam, colour, sigma=params.sigma, penalty=params.penalty, method=method,
@@ -252,10 +248,24 @@ def denoise_unit(control: Control, unit: Any, params: DenoiseParams, rgb: bool, 
     """Denoise one plane or volume in one library call (:meth:`DenoiseParams.whole_units`); alpha kept as is."""
     colour, alpha = split_alpha(as_float(unit), rgb)
     axes = tuple(range(params.n_spatial))  # a unit holds its spatial axes first, then colour
+    kwargs = params.library_kwargs(noise)
+    if params.lam_mode != "manual" and params.multiplier != 1.0:  # choose first, to scale the choice
+        f0, f1 = span
+        mid = f0 + (f1 - f0) * _choice_share(params)
+        choice = yield from control.call(
+            restore.choose_lam, colour, axes=axes, channel_axis=-1 if rgb else None, method=params.lam_mode,
+            **{k: v for k, v in kwargs.items() if k not in ("lam", "cycle_spins")}, span=(f0, mid), text=text)
+        kwargs["lam"], span = [params.multiplier * v for v in choice.lam], (mid, f1)
     out = yield from control.call(restore.denoise_wavelet_tree, colour, axes=axes,
-                                  channel_axis=-1 if rgb else None, **params.library_kwargs(noise),
-                                  span=span, text=text)
+                                  channel_axis=-1 if rgb else None, **kwargs, span=span, text=text)
     return with_alpha(out, alpha)
+
+
+def _choice_share(params: DenoiseParams) -> float:
+    """The part of a unit's progress spent choosing lam (SURE costs about as much as a few shifts)."""
+    if params.lam_mode != "sure":
+        return 0.05
+    return SURE_COST_IN_SHIFTS / (SURE_COST_IN_SHIFTS + max(1, params.cycle_spins))
 
 
 @dataclass(frozen=True)
@@ -297,11 +307,20 @@ class Source:
         """Indices of its planes (``n_spatial`` 2) or volumes (3)."""
         return unit_indices(np.shape(self.data), self.rgb, n_spatial)
 
-    def check_volume(self, volume: bool) -> None:
-        """Refuse volume mode on data with fewer than three spatial axes."""
-        if volume and np.ndim(self.data) - self.rgb < 3:
+    def check(self, params: DenoiseParams) -> None:
+        """Refuse what these settings cannot do on this layer, before any work.
+
+        Volume mode needs three spatial axes; a lazy layer is denoised by
+        Dask blocks, each choosing its own lam, so there is no one automatic
+        lam to multiply.
+        """
+        if params.volume and np.ndim(self.data) - self.rgb < 3:
             raise ValueError(f"layer {self.layer.name!r} has shape {np.shape(self.data)}: a volume needs 3 "
                              "spatial axes; choose 'plane by plane'")
+        if self.lazy and params.lam_mode != "manual" and params.multiplier != 1.0:
+            raise ValueError(f"layer {self.layer.name!r} is Dask-backed or multiscale: it is denoised block by "
+                             f"block, each block choosing its own \u03bb, so the strength \u00d7 "
+                             f"{params.multiplier:g} cannot apply; set the strength to 1 or give \u03bb (manual)")
 
 
 @dataclass(frozen=True)
@@ -405,7 +424,7 @@ def denoise_task(control: Control, sources: Sequence[Source], params: DenoisePar
     once (only a noise sample is read).
     """
     for s in sources:
-        s.check_volume(params.volume)
+        s.check(params)
     eager = [s for s in sources if not s.lazy]
     for s in sources:
         if s.lazy:
@@ -601,8 +620,7 @@ class DenoiseWidget(RestoreWidget):
         self.multiplier = FloatSpinBox(label="strength \u00d7", value=1.0, min=0.0, max=100.0, step=0.05,
                                        name="multiplier",
                                        tooltip="Multiplies the automatic \u03bb: above 1 smooths more, below 1 "
-                                               "keeps more detail (plane by plane with Gaussian noise; "
-                                               "otherwise the library's \u03bb is used as it is)")
+                                               "keeps more detail")
         self.cycle_spins = SpinBox(label="shifts averaged", value=library_default("cycle_spins"), min=0, max=64,
                                    name="cycle_spins",
                                    tooltip="Average the result over this many shifted copies (cycle spinning): "
@@ -686,11 +704,10 @@ class DenoiseWidget(RestoreWidget):
     def params(self) -> DenoiseParams:
         """The current settings (raises ValueError on an invalid combination)."""
         pg = self.noise.value == "poisson-gaussian"
-        whole = bool(self.process.value) or pg
         return DenoiseParams(
             wavelet=self.wavelet.value, penalty=self.penalty.value,
             sigma=None if self.sigma_auto.value else float(self.sigma.value),
-            lam_mode=self.lam_mode.value, multiplier=1.0 if whole else float(self.multiplier.value),
+            lam_mode=self.lam_mode.value, multiplier=float(self.multiplier.value),
             lam=float(self.lam.value), cycle_spins=int(self.cycle_spins.value),
             penalize_approx=bool(self.penalize_approx.value), volume=bool(self.process.value),
             noise=self.noise.value, gain=float(self.gain.value) if pg and self.gain.value > 0 else None)
@@ -710,7 +727,6 @@ class DenoiseWidget(RestoreWidget):
     def _on_noise_changed(self, *_: Any) -> None:
         pg = self.noise.value == "poisson-gaussian"
         self.gain.enabled = self._gain_label.enabled = pg
-        self.multiplier.enabled = not (pg or self.process.value) and self.lam_mode.value != "manual"
         self._schedule_preview()
 
     def _mode_choices(self, _widget: Any = None) -> list[tuple[str, str]]:
@@ -765,7 +781,7 @@ class DenoiseWidget(RestoreWidget):
     def _on_mode_changed(self, mode: str) -> None:
         manual = mode == "manual"
         self.lam.enabled = manual
-        self.multiplier.enabled = not manual and not (self.process.value or self.noise.value != "gaussian")
+        self.multiplier.enabled = not manual
         if manual and self.lam.value == 0 and self._last_info is not None:
             self.lam.value = self._last_info.lam[0]
         self._schedule_preview()
@@ -810,7 +826,7 @@ class DenoiseWidget(RestoreWidget):
             layer = self.image.value
             source = Source.of(layer, multiscale_ok=True)
             params = self.params()
-            source.check_volume(params.volume)
+            source.check(params)
             idx = current_plane_index(layer, self._viewer.dims.point)
             visible, centre = self._view(layer)
             depth, max_pixels = None, self.PREVIEW_MAX_PIXELS
@@ -964,7 +980,7 @@ class DenoiseWidget(RestoreWidget):
             raise ValueError("choose an image layer first")
         sources = [Source.of(layer, multiscale_ok=True) for layer in layers]
         for source in sources:
-            source.check_volume(params.volume)
+            source.check(params)
         self._apply_infos = []
         n = len(sources)
         text = f"Denoising {n} images\u2026" if n > 1 else f"Denoising {layers[0].name!r}\u2026"

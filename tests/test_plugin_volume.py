@@ -145,7 +145,7 @@ def test_photon_noise_estimates_the_gain_reports_it_and_records_it(make_napari_v
     widget.image.value = src
     widget.process.value = True
     widget.noise.value = "poisson-gaussian"
-    assert widget.gain.enabled and not widget.multiplier.enabled
+    assert widget.gain.enabled and widget.multiplier.enabled
     [out] = press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)
     assert not errors
     noise = out.metadata["restore"]["noise"]
@@ -264,6 +264,44 @@ def test_inpaint_refuses_a_multiscale_layer_with_a_message(make_napari_viewer, q
     widget.mask.value = viewer.layers["hole"]
     assert press(qtbot, viewer, widget, widget.run_button, timeout=TIMEOUT) == []
     assert errors and "multiscale" in errors[-1]
+
+
+def test_strength_scales_the_librarys_choice_for_a_volume_under_photon_noise(make_napari_viewer, qtbot, errors):
+    """The strength multiplies the lam the library chooses for the volume, under either noise model."""
+    clean, noisy = _blobs((16, 48, 48), sigma=0.0)
+    noisy = (np.random.default_rng(4).poisson(40 * clean) / 40).astype(np.float32)
+    viewer = make_napari_viewer()
+    src = viewer.add_image(noisy, name="photons")
+    widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
+    widget.image.value = src
+    widget.process.value = True
+    widget.noise.value = "poisson-gaussian"
+    widget.gain.value = 1 / 40
+    widget.multiplier.value = 2.0
+    [out] = press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)
+    assert not errors
+    sigma = out.metadata["restore"]["noise"]["read_noise_sigma"]
+    kw = {"axes": (0, 1, 2), "noise": "poisson-gaussian", "gain": 1 / 40, "sigma": sigma}
+    lam = [2 * v for v in restore.choose_lam(noisy, **kw).lam]
+    expected = restore.denoise_wavelet_tree(noisy, lam=lam, cycle_spins=widget.cycle_spins.value, **kw)
+    np.testing.assert_allclose(out.data, expected.astype(np.float32), rtol=1e-5, atol=1e-6)
+    assert out.metadata["restore"]["params"]["multiplier"] == 2.0
+
+
+def test_a_lazy_layer_refuses_a_strength_it_cannot_apply(make_napari_viewer, qtbot, errors):
+    """Dask blocks choose their own lam: a strength other than 1 is refused with a message, not ignored."""
+    _, noisy = _blobs((4, 64, 64))
+    viewer = make_napari_viewer()
+    src = viewer.add_image(da.from_array(noisy, chunks=(1, 64, 64)), name="lazy", contrast_limits=(0, 1))
+    widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
+    widget.image.value = src
+    widget.multiplier.value = 1.5
+    assert press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT) == []
+    assert errors and "strength" in errors[-1] and "Dask" in errors[-1]
+    widget.lam_mode.value = "manual"
+    widget.lam.value = 0.05
+    [out] = press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)  # a lam given applies
+    assert isinstance(out.data, da.Array)
 
 
 # ---------------------------------------------------------------------------
