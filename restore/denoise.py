@@ -550,14 +550,16 @@ def choose_lam(
         function of ``sigma`` calibrated on the bundled images. Default:
         ``'sure'`` for the convex penalties, ``'rule'`` for ``l0`` and
         ``tree_l0`` (SURE needs a continuous estimator).
-    wavelet, level, penalize_approx, axes, noise, gain
+    wavelet, level, penalize_approx
+        As in :func:`denoise_wavelet_tree`.
+    channel_axis : int, optional
+        Axis of the colour channels.
+    axes, noise, gain
         As in :func:`denoise_wavelet_tree`; ``axes`` must name every
         spatial axis of ``image``. Under ``noise='poisson-gaussian'`` the
         choice is in units of each coefficient's noise deviation after the
         generalized Anscombe transform, as ``denoise_wavelet_tree`` reads a
         number then, and its ``sigma`` is the stabilised noise's, 1.
-    channel_axis : int, optional
-        Axis of the colour channels.
     per_level : bool, optional
         With SURE, also choose a weight per detail level (the lam of level
         ``l`` is ``lam * weight[l]``): after the common lam, one sweep of
