@@ -151,8 +151,9 @@ class _Plan:
             # halve the axes this level splits: cell means of the previous level's cell means
             for a in range(v.ndim):
                 if (mask >> a) & 1:
-                    even, odd = v.take(np.arange(0, v.shape[a], 2), axis=a), v.take(np.arange(1, v.shape[a], 2), axis=a)
-                    v = 0.5 * (even + odd)
+                    even = tuple(slice(0, None, 2) if b == a else slice(None) for b in range(v.ndim))
+                    odd = tuple(slice(1, None, 2) if b == a else slice(None) for b in range(v.ndim))
+                    v = 0.5 * (v[even] + v[odd])
             for b in bands[1:]:
                 if b.level == level:
                     out[b.start:b.start + b.size] = v.ravel()
