@@ -5,8 +5,7 @@ Three parts, each printing aligned tables (``--part``):
 1. **methods** (default): on each volume of :mod:`_volumes` (the shared nuclei
    crop, 32 x 256 x 256, when ``../shared/volumes`` exists; synthetic sparse
    spots and thin filaments, 32 x 128 x 128, with known ground truth; and
-   ``cells``, held out: cell bodies, puncta and filaments made otherwise,
-   never used to choose a default) and
+   ``cells``: cell bodies, puncta and filaments made otherwise) and
    each noise protocol of the shared reference table (Gaussian sigma 0.10,
    seed 2; Poisson-Gaussian peak 10, read noise 0.02, seed 3), the PSNR and
    CPU time (:func:`time.process_time`, all threads) and wall time of
