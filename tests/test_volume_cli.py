@@ -292,37 +292,53 @@ code = restore.cli.main(sys.argv[1:])
 print(base, status("VmHWM"), code)
 """
 
-# A volume of 256 x 512 x 512 float32: 256 MB in the store, 512 MB in float64 (the library's precision); in
-# memory the library would also build a tree of its 67 M coefficients (about 80 bytes each: over 5 GB). Chunks of
-# 32 x 128 x 128 and cheap settings (one shift, no Wiener stage, one level of Haar: overlaps of 4 voxels) keep the
-# run near 20 s on 2 cores.
-_BIG = (256, 512, 512)
+# Volumes of 128 and 512 planes of 512 x 512 in float64: 256 MB and 1 GB in the store, 10 times that as the trees
+# the library would build in memory. float64 because memory held by reading ahead grows with the bytes read, the
+# time with the voxels. Chunks of 32 x 128 x 128 and cheap settings (one shift, no Wiener stage, one level of
+# Haar: overlaps of 4 voxels) keep the two runs near 40 s on 2 cores.
+_PLANES = (128, 512)
+_SHAPE = (512, 512)
 _CHUNKS = (32, 128, 128)
 _FAST = ["--volume", "--sigma", "0.1", "--lam", "0.12", "--level", "1", "--wavelet", "haar", "--no-wiener", "--quiet"]
-#: Bound on the memory the run adds to its baseline, whatever the volume: two blocks in flight (0.7 M voxels each,
-#: their trees and transforms) and the cached plans. Measured: 545 MB for 128 and for 256 planes (433 MB for 64).
-_BUDGET = 768 << 20
+#: Bound on the memory a run adds to its baseline, whatever the volume: two blocks in flight (0.7 M voxels each,
+#: their trees and transforms), the cached plans and a batch of input. Measured: 555 to 700 MB at both sizes.
+_BUDGET = 896 << 20
+#: Bound on how much more the larger run may add than the smaller, for 768 MB more volume: measured 60 to 115 MB
+#: (the spread between runs, and a longer run meets its high-water mark more often). Reading ahead of the work, as
+#: Dask's local scheduler does on the whole graph, added 375 MB.
+_GROWTH = 192 << 20
 
 
-def test_a_volume_larger_than_the_memory_budget_goes_through_with_bounded_memory(tmp_path):
-    import dask.array as da
-
-    x = da.random.default_rng(1).standard_normal(_BIG, chunks=_CHUNKS, dtype=np.float32) * np.float32(0.1)
-    z, y, _ = da.meshgrid(*[da.arange(s, chunks=c, dtype=np.float32) for s, c in zip(_BIG, _CHUNKS, strict=True)],
-                          indexing="ij")
-    x = x + da.sin(z / 9) * da.cos(y / 17) * np.float32(0.4) + np.float32(0.5)
-    src = tmp_path / "big.zarr"
-    x.to_zarr(str(src))
-    dst = tmp_path / "out.zarr"
+def _peak(src, dst):
+    """Resident memory the CLI adds to its baseline while denoising ``src`` into ``dst``, in a fresh process."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RESTORE_NUM_THREADS": "2"}
     res = subprocess.run([sys.executable, "-c", _CHILD, "denoise", str(src), str(dst), *_FAST], capture_output=True,
                          text=True, timeout=300, env=env)
     assert res.returncode == 0, res.stderr
     base, peak, code = map(int, res.stdout.split()[-3:])
     assert code == 0
-    assert peak - base < _BUDGET, f"peak {peak / 2**20:.0f} MB over a baseline of {base / 2**20:.0f} MB"
+    return peak - base
+
+
+def test_memory_does_not_grow_with_the_volume(tmp_path):
+    import dask.array as da
+
+    shape = (_PLANES[-1], *_SHAPE)
+    x = da.random.default_rng(1).standard_normal(shape, chunks=_CHUNKS) * 0.1
+    z, y, _ = da.meshgrid(*[da.arange(s, chunks=c, dtype=float) for s, c in zip(shape, _CHUNKS, strict=True)],
+                          indexing="ij")
+    x = x + da.sin(z / 9) * da.cos(y / 17) * 0.4 + 0.5
+    peaks = []
+    for planes in _PLANES:
+        src, dst = tmp_path / f"in{planes}.zarr", tmp_path / f"out{planes}.zarr"
+        x[:planes].to_zarr(str(src))
+        peaks.append(_peak(src, dst))
+    small, big = (p / 2**20 for p in peaks)
+    assert max(peaks) < _BUDGET, f"peaks of {small:.0f} and {big:.0f} MB over the baseline"
+    assert peaks[1] - peaks[0] < _GROWTH, f"{small:.0f} MB over the baseline for {_PLANES[0]} planes, " \
+                                          f"{big:.0f} MB for {_PLANES[1]}"
     out = zarr.open_array(str(dst), mode="r")
-    assert out.dtype == np.float32 and out.chunks == _CHUNKS
+    assert out.dtype == np.float64 and out.chunks == _CHUNKS
     # the same result as in memory on an interior sub-volume (computed in memory with its own margin of 32)
     sub = (slice(32, 96), slice(160, 352), slice(160, 352))
     margin = (slice(0, 128), slice(128, 384), slice(128, 384))
