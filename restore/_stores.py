@@ -33,7 +33,8 @@ import numpy as np
 
 from ._config import default_num_threads
 
-__all__ = ["ZarrInput", "check_zarr_output", "connect", "is_zarr", "noise_sample", "open_zarr", "write_zarr"]
+__all__ = ["ZarrInput", "check_zarr_output", "connect", "is_tiff", "is_zarr", "noise_sample", "open_tiff", "open_zarr",
+           "streams", "write_tiff", "write_zarr"]
 
 MARK = "restore"  # attribute of the stores we write: --force replaces only those
 _METADATA = (".zarray", ".zgroup", "zarr.json")  # a folder with one of these is a zarr store (format 2 or 3)
@@ -45,6 +46,15 @@ ESTIMATE_VOXELS = 1 << 24
 #: neighbouring chunks, are all that is read ahead of the work; large enough that re-reading the halo costs
 #: little next to the denoising and that every thread has chunks to work on.
 BATCH_VOXELS = 1 << 24
+#: TIFF stacks of more voxels than this are read and written in blocks, as zarr stores are: in memory the library
+#: holds about 100 bytes per voxel of a volume (its trees), 1.6 GB at this size.
+STREAM_VOXELS = 1 << 24
+#: Blocks a TIFF is read in, by its number of axes: 0.5 M voxels for a stack, as the chunks of the memory tests
+#: (under 700 MB at the peak on two threads), of 32 planes (a TIFF output holds one row of blocks in memory);
+#: 1 M pixels for a plane.
+TIFF_CHUNKS = {2: (1024, 1024), 3: (32, 128, 128)}
+TIFF_SUFFIXES = (".tif", ".tiff")
+_BIGTIFF_BYTES = 2**32 - 2**25  # pixels past 4 GB less room for the tags need BigTIFF (tifffile.imwrite's rule)
 
 
 def is_zarr(path: str | os.PathLike) -> bool:
@@ -53,6 +63,25 @@ def is_zarr(path: str | os.PathLike) -> bool:
     if path.suffix.lower() == ".zarr":
         return True
     return path.is_dir() and any((path / m).is_file() for m in _METADATA)
+
+
+def is_tiff(path: str | os.PathLike) -> bool:
+    """Whether a path names a TIFF file (by its suffix)."""
+    return Path(path).suffix.lower() in TIFF_SUFFIXES
+
+
+def streams(path: str | os.PathLike) -> bool:
+    """Whether a TIFF is a grey stack of more than :data:`STREAM_VOXELS` voxels (False if unreadable)."""
+    if not is_tiff(path) or not Path(path).is_file():
+        return False
+    import tifffile
+
+    try:
+        with tifffile.TiffFile(path) as tif:
+            series = tif.series[0]
+            return len(series.shape) == 3 and "S" not in series.axes and int(np.prod(series.shape)) > STREAM_VOXELS
+    except Exception:  # noqa: BLE001 - unreadable: the reader of whole images says why
+        return False
 
 
 @dataclass(frozen=True)
@@ -76,6 +105,8 @@ class ZarrInput:
         The array's path inside the output store ('' for a root array).
     dimension_names : tuple or None
         Zarr format 3 dimension names.
+    file : object or None
+        What reads the data (an open TIFF file), closed by :meth:`close`.
     """
 
     path: Path
@@ -85,6 +116,12 @@ class ZarrInput:
     attributes: dict = field(default_factory=dict)
     array_path: str = ""
     dimension_names: tuple | None = None
+    file: Any = None
+
+    def close(self) -> None:
+        """Close the file the data is read from, if any."""
+        if self.file is not None:
+            self.file.close()
 
     @property
     def ome(self) -> bool:
@@ -155,6 +192,39 @@ def open_zarr(path: str | os.PathLike) -> ZarrInput:
         raise ValueError(f"{str(path)!r} holds data of shape {arr.shape}: expected an image or a volume")
     names = getattr(arr.metadata, "dimension_names", None) if fmt == 3 else None
     return ZarrInput(path, da.from_zarr(arr), fmt, axes, attributes, array_path, tuple(names) if names else None)
+
+
+def open_tiff(path: str | os.PathLike) -> ZarrInput:
+    """Open a TIFF plane or stack of grey planes lazily (its first series), in blocks of :data:`TIFF_CHUNKS`.
+
+    The file stays open until the input is closed.
+    """
+    import dask.array as da
+    import tifffile
+    import zarr
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"input image {str(path)!r} does not exist")
+    try:
+        tif = tifffile.TiffFile(path)
+    except Exception as exc:  # noqa: BLE001 - any reader failure is one clear line
+        raise ValueError(f"cannot read {str(path)!r} as an image: {_first_line(exc)}") from None
+    try:
+        series = tif.series[0]
+        if "S" in series.axes or len(series.shape) not in TIFF_CHUNKS:
+            raise ValueError(f"{str(path)!r} holds data of shape {series.shape} (axes {series.axes}): expected a grey "
+                             "plane or a stack of grey planes")
+        if np.dtype(series.dtype).kind not in "biuf":
+            raise ValueError(f"{str(path)!r} holds {series.dtype} data: expected real numbers (integer or float)")
+        shape = tuple(series.shape)
+        chunks = tuple(min(c, n) for c, n in zip(TIFF_CHUNKS[len(shape)], shape, strict=True))
+        # read whole rows of blocks (each page once), then split them into blocks: views, not copies
+        rows = da.from_zarr(zarr.open_array(series.aszarr(level=0), mode="r"), chunks=(chunks[0], *shape[1:]))
+        return ZarrInput(path, rows.rechunk(chunks), 3, file=tif)
+    except BaseException:
+        tif.close()
+        raise
 
 
 def noise_sample(data: Any, spatial: tuple[int, ...]) -> np.ndarray:
@@ -283,6 +353,44 @@ def write_zarr(path: Path, data: Any, like: ZarrInput, *, source: str, scheduler
         raise
 
 
+def write_tiff(path: Path, data: Any, options: dict, *, progress: bool = True) -> None:
+    """Compute ``data`` (lazy, 2-D or 3-D) into a TIFF at ``path``, a row of blocks at a time, atomically.
+
+    The planes are computed a row of ``data``'s blocks at a time (all the
+    blocks of its first planes), in batches, and handed to tifffile page by
+    page; ``options`` are ``tifffile``'s keywords (resolution, ImageJ
+    metadata, see :func:`restore._files.tiff_options`). The file is written
+    beside ``path`` and renamed over it when complete.
+    """
+    import tifffile
+
+    from ._io import atomic_path
+
+    options = dict(options)
+    imagej = options.pop("imagej", False)
+    bigtiff = not imagej and data.nbytes > _BIGTIFF_BYTES
+    with atomic_path(path) as tmp, _local_threads(data.npartitions, progress) as fill, \
+            tifffile.TiffWriter(tmp, bigtiff=bigtiff, imagej=imagej) as tif:
+        if data.ndim == 2:
+            tif.write(fill(data), **options)
+        else:
+            tif.write(_planes(data, fill), shape=data.shape, dtype=data.dtype, **options)
+
+
+def _planes(data: Any, fill: Any) -> Any:
+    """The planes of a lazy 3-D array, computed a row of blocks at a time by ``fill``.
+
+    Each plane is a copy: tifffile keeps the first one, and a view would keep
+    its whole row of planes alive.
+    """
+    edges = np.cumsum((0, *data.chunks[0]))
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        row = fill(data[a:b])
+        for i in range(len(row)):
+            yield row[i].copy()
+        del row  # before the next row is computed
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -326,40 +434,54 @@ def _batches(chunks: tuple[tuple[int, ...], ...], size: int) -> list[tuple[slice
 
 
 def _store(data: Any, target: Any, scheduler: str | None, progress: bool) -> None:
-    """Compute ``data`` (lazy, on ``target``'s chunks) into ``target``: on local threads in batches of chunks.
-
-    Dask's local scheduler runs its ready tasks last in, first out: the cheap
-    reads of the input outrun the denoising, and held input grows with the
-    volume (about +250 MB from 0.25 to 1 GB of float32). Computing
-    :data:`BATCH_VOXELS` of the result at a time bounds it; the overlap of a
-    batch's border chunks is read twice, never computed twice, so the result
-    is the same. A ``dask.distributed`` scheduler bounds its workers' memory
-    itself (it queues the reads): the whole graph goes to it at once.
-    """
-    import dask.array as da
-
+    """Compute ``data`` (lazy, on ``target``'s chunks) into ``target``, on a cluster or on local threads."""
     if scheduler is not None:
+        import dask.array as da
+
         _compute_distributed(da.store(data, target, lock=False, compute=False), scheduler, progress)
         return
+    with _local_threads(data.npartitions, progress) as fill:
+        fill(data, target)
+
+
+@contextlib.contextmanager
+def _local_threads(chunks: int, progress: bool):
+    """Yield ``fill(data, target=None)``: compute ``data`` into ``target`` (or a new array) in batches.
+
+    Dask's local scheduler runs its ready tasks last in, first out: on a
+    whole graph, the cheap reads of the input outrun the denoising, and held
+    input grows with the volume (about +250 MB from 0.25 to 1 GB of
+    float32). Computing :data:`BATCH_VOXELS` of the result at a time bounds
+    it; the overlap of a batch's border chunks is read twice, never computed
+    twice, so the result is the same. (A ``dask.distributed`` scheduler
+    bounds its workers' memory itself: it queues the reads.) One progress
+    bar on stderr counts the ``chunks`` written by all fills.
+    """
     from concurrent.futures import ThreadPoolExecutor
 
     import dask
+    import dask.array as da
 
     threads = default_num_threads()
-    chunk_voxels = int(np.prod([c[0] for c in data.chunks]))
-    boxes = _batches(data.chunks, max(threads, BATCH_VOXELS // chunk_voxels))
     pool = ThreadPoolExecutor(threads, thread_name_prefix="restore-dask")
-    bar = _ChunkBar(data.npartitions) if progress else None
+    bar = _ChunkBar(chunks) if progress else None
+
+    def fill(data: Any, target: Any = None) -> Any:
+        out = np.empty(data.shape, data.dtype) if target is None else target
+        size = max(threads, BATCH_VOXELS // int(np.prod([c[0] for c in data.chunks])))
+        for box in _batches(data.chunks, size):
+            job = da.store(data[box], out, regions=box, lock=False, compute=False)
+            with bar.batch(data[box].npartitions) if bar else contextlib.nullcontext():
+                dask.compute(job)
+        return out
+
     try:
         with dask.config.set(scheduler="threads", pool=pool):
-            for box in boxes:
-                job = da.store(data[box], target, regions=box, lock=False, compute=False)
-                with bar.batch(data[box].npartitions) if bar else contextlib.nullcontext():
-                    dask.compute(job)
+            yield fill
     finally:
         if bar is not None:
             bar.close()
-        # on Ctrl-C, let the running tasks finish before the caller removes the folder they write into
+        # on Ctrl-C, let the running tasks finish before the caller removes the files they write into
         pool.shutdown(wait=True, cancel_futures=True)
 
 

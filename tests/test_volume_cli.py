@@ -140,6 +140,40 @@ def test_poisson_gaussian_estimate_is_printed_in_one_line_in_2d_too(clean, tmp_p
     assert "estimated" not in capsys.readouterr().out
 
 
+def _smooth(shape, dtype=np.float64, chunks=(32, 128, 128)):
+    """A lazy volume of slow waves under Gaussian noise of 0.1, about [0, 1]."""
+    import dask.array as da
+
+    x = da.random.default_rng(1).standard_normal(shape, chunks=chunks) * 0.1
+    z, y, _ = da.meshgrid(*[da.arange(s, chunks=c, dtype=float) for s, c in zip(shape, chunks, strict=True)],
+                          indexing="ij")
+    return (x + da.sin(z / 9) * da.cos(y / 17) * 0.4 + 0.5).astype(dtype)
+
+
+def test_a_large_imagej_stack_is_streamed_with_its_dtype_and_spacing(tmp_path, capsys):
+    """A stack of more voxels than is denoised in memory: read and written in blocks, as in memory inside."""
+    noisy = np.clip(np.rint(_smooth((72, 512, 512)).compute() * 60000), 0, 65535).astype(np.uint16)
+    src = tmp_path / "stack.tif"
+    tifffile.imwrite(src, noisy, imagej=True, resolution=(1 / 0.26, 1 / 0.26),
+                     metadata={"spacing": 0.29, "unit": "um", "axes": "ZYX"})
+    out = tmp_path / "out.tif"
+    assert main(["denoise", str(src), str(out), "--volume", "--sigma", "6000", "--lam", "7000", "--level", "1",
+                 "--wavelet", "haar", "--no-wiener", "--quiet"]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {out}"
+    with tifffile.TiffFile(out) as tif:
+        assert tif.is_imagej and len(tif.pages) == 72
+        assert tif.imagej_metadata["spacing"] == pytest.approx(0.29) and tif.imagej_metadata["unit"] == "um"
+        assert tif.pages[0].resolution == pytest.approx((1 / 0.26, 1 / 0.26))
+        den = tif.asarray()
+    assert den.dtype == np.uint16 and den.shape == noisy.shape
+    # as in memory on an interior sub-volume (computed with its own margin of 16), to the rounding of a count
+    ref = _expected(noisy[8:64, 112:400, 112:400], axes=(0, 1, 2), sigma=6000 / 65535, lam=7000 / 65535, level=1,
+                    wavelet="haar", wiener=False)
+    diff = den[24:48, 128:384, 128:384].astype(int) - ref[16:40, 16:272, 16:272]
+    assert np.abs(diff).max() <= 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.tif", "stack.tif"]  # no temporary left
+
+
 # ---------------------------------------------------------------------------
 # Zarr stores
 # ---------------------------------------------------------------------------
@@ -278,7 +312,7 @@ def test_ctrl_c_on_a_store_is_one_line_exit_130_and_leaves_nothing(tmp_path):
 _CHILD = r"""
 import sys
 import numpy as np
-import dask.array, zarr
+import dask.array, tifffile, zarr
 import restore.cli
 from restore import denoise_wavelet_tree
 denoise_wavelet_tree(np.random.default_rng(0).random((8, 16, 16)), axes=(0, 1, 2), sigma=0.1, lam=0.1, level=1,
@@ -321,13 +355,7 @@ def _peak(src, dst):
 
 
 def test_memory_does_not_grow_with_the_volume(tmp_path):
-    import dask.array as da
-
-    shape = (_PLANES[-1], *_SHAPE)
-    x = da.random.default_rng(1).standard_normal(shape, chunks=_CHUNKS) * 0.1
-    z, y, _ = da.meshgrid(*[da.arange(s, chunks=c, dtype=float) for s, c in zip(shape, _CHUNKS, strict=True)],
-                          indexing="ij")
-    x = x + da.sin(z / 9) * da.cos(y / 17) * 0.4 + 0.5
+    x = _smooth((_PLANES[-1], *_SHAPE), chunks=_CHUNKS)
     peaks = []
     for planes in _PLANES:
         src, dst = tmp_path / f"in{planes}.zarr", tmp_path / f"out{planes}.zarr"
@@ -346,6 +374,24 @@ def test_memory_does_not_grow_with_the_volume(tmp_path):
     ref = denoise_wavelet_tree(noisy, axes=(0, 1, 2), sigma=0.1, lam=0.12, level=1, wavelet="haar", wiener=False)
     inner = (slice(32, 96), slice(32, 224), slice(32, 224))
     np.testing.assert_allclose(out[sub], ref[inner], atol=1e-5)
+
+
+def test_a_tiff_stack_larger_than_the_memory_budget_is_streamed(tmp_path):
+    """320 planes of 512 x 512 in float64 (640 MB): read whole, the stack alone would exceed the budget."""
+    src, dst = tmp_path / "big.tif", tmp_path / "out.tif"
+    x = _smooth((320, *_SHAPE))
+    with tifffile.TiffWriter(src) as tif:  # written plane by plane, as a microscope would
+        planes = (p for z in range(0, 320, 32) for p in x[z:z + 32].compute())
+        tif.write(planes, shape=x.shape, dtype=x.dtype, photometric="minisblack",
+                  resolution=(3.8, 3.8), resolutionunit="CENTIMETER")
+    assert _peak(src, dst) < _BUDGET
+    with tifffile.TiffFile(dst) as tif:
+        assert len(tif.pages) == 320 and tif.pages[0].dtype == np.float64
+        assert tif.pages[0].resolution == pytest.approx((3.8, 3.8)) and int(tif.pages[0].resolutionunit) == 3
+        out = tif.asarray(key=range(96, 160))
+    noisy = tifffile.imread(src, key=range(64, 192))[:, 128:384, 128:384]
+    ref = denoise_wavelet_tree(noisy, axes=(0, 1, 2), sigma=0.1, lam=0.12, level=1, wavelet="haar", wiener=False)
+    np.testing.assert_allclose(out[:, 160:352, 160:352], ref[32:96, 32:224, 32:224], atol=1e-5)
 
 
 def test_the_plan_and_tree_caches_are_bounded_in_bytes_not_in_entries():
