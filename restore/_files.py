@@ -16,7 +16,8 @@ import numpy as np
 
 from ._io import atomic_path
 
-__all__ = ["TiffInfo", "check_output", "read_image", "read_mask", "tiff_info", "tiff_options", "write_image"]
+__all__ = ["IMAGEJ_DTYPES", "TiffInfo", "check_output", "read_image", "read_mask", "tiff_info", "tiff_options",
+           "write_image"]
 
 # What each format can hold: dtypes and numbers of channels (1 = grey).
 _FORMATS = {
@@ -105,7 +106,7 @@ class TiffInfo:
 # ImageJ's metadata we carry over: the z step and the unit of the spacings (the x and y ones are the resolution)
 _IMAGEJ_KEYS = ("spacing", "unit")
 # ImageJ hyperstacks hold only these dtypes; others are written as plain TIFF with the resolution tags
-_IMAGEJ_DTYPES = ("uint8", "uint16", "float32")
+IMAGEJ_DTYPES = ("uint8", "uint16", "float32")
 
 
 def tiff_info(path: str | os.PathLike) -> TiffInfo:
@@ -229,7 +230,7 @@ def tiff_options(tiff: TiffInfo | None, image, stack_axis: str = "Z") -> dict:
         kw["resolution"] = tiff.resolution
         if tiff.imagej is None and tiff.resolution_unit is not None:
             kw["resolutionunit"] = tiff.resolution_unit
-    if tiff is not None and tiff.imagej is not None and np.dtype(image.dtype).name in _IMAGEJ_DTYPES:
+    if tiff is not None and tiff.imagej is not None and np.dtype(image.dtype).name in IMAGEJ_DTYPES:
         axes = ("YXS" if colour else "YX") if image.ndim == (3 if colour else 2) else f"{stack_axis}YX"
         kw.update(imagej=True, metadata={**tiff.imagej, "axes": axes})
     return kw

@@ -1,8 +1,9 @@
-"""Zarr stores for the command line: read one lazily, check an output before any work, write one atomically.
+"""Zarr stores and TIFF stacks for the command line: read lazily, check an output before any work, write atomically.
 
 An input is a plain array at the root of a store (zarr format 2 or 3), an
-array inside one (``store.zarr/path``), or an OME-Zarr image, whose level 0
-(full resolution) is read. Everything stays lazy (:func:`dask.array.from_zarr`):
+array inside one (``store.zarr/path``), an OME-Zarr image, whose level 0
+(full resolution) is read, or a TIFF plane or grey stack, read through
+tifffile's zarr store. Everything stays lazy (:func:`dask.array.from_zarr`):
 the work is done chunk by chunk when the result is written, a batch of
 chunks at a time, so that memory does not grow with the volume.
 
@@ -13,9 +14,12 @@ existing store is replaced (with ``force``) only when it carries that mark:
 a store we did not write is the user's. An OME-Zarr input gives an OME-Zarr
 output with the same axes, scales and rendering settings (``omero``) and
 one level, the denoised full resolution; a plain array gives a plain array
-with the input's chunks and dtype. The OME-NGFF metadata is written with
-zarr itself: the ``ome-zarr`` package would add an S3 and HTTP stack
-(s3fs, aiobotocore, aiohttp) to the install for two JSON entries.
+with the input's chunks and dtype; a TIFF gives an OME-Zarr image with its
+voxel size. A TIFF output is written page by page into a file beside its
+target, renamed into place, with the voxel size of the store or TIFF it
+comes from. The OME-NGFF metadata is written with zarr itself: the
+``ome-zarr`` package would add an S3 and HTTP stack (s3fs, aiobotocore,
+aiohttp) to the install for two JSON entries.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import numpy as np
 from ._config import default_num_threads
 
 __all__ = ["ZarrInput", "check_zarr_output", "connect", "is_tiff", "is_zarr", "noise_sample", "open_tiff", "open_zarr",
-           "streams", "write_tiff", "write_zarr"]
+           "streams", "tiff_calibration", "write_tiff", "write_zarr"]
 
 MARK = "restore"  # attribute of the stores we write: --force replaces only those
 _METADATA = (".zarray", ".zgroup", "zarr.json")  # a folder with one of these is a zarr store (format 2 or 3)
@@ -55,6 +59,15 @@ STREAM_VOXELS = 1 << 24
 TIFF_CHUNKS = {2: (1024, 1024), 3: (32, 128, 128)}
 TIFF_SUFFIXES = (".tif", ".tiff")
 _BIGTIFF_BYTES = 2**32 - 2**25  # pixels past 4 GB less room for the tags need BigTIFF (tifffile.imwrite's rule)
+# OME-NGFF's units (UDUNITS-2 names) as ImageJ names them, the other way with its other spellings, the units of
+# the TIFF ResolutionUnit tag, and lengths in centimetres (a plain TIFF's resolution is per centimetre)
+_IMAGEJ_NAMES = {"nanometer": "nm", "micrometer": "um", "millimeter": "mm", "centimeter": "cm", "meter": "m",
+                 "inch": "inch"}
+_IMAGEJ_UNITS = {**{v: k for k, v in _IMAGEJ_NAMES.items()}, "micron": "micrometer", "\u00b5m": "micrometer",
+                 "\u03bcm": "micrometer", "\\u00B5m": "micrometer"}
+_TIFF_UNITS = {2: "inch", 3: "centimeter"}
+_CENTIMETRES = {"nanometer": 1e-7, "micrometer": 1e-4, "millimeter": 0.1, "centimeter": 1.0, "meter": 100.0,
+                "inch": 2.54}
 
 
 def is_zarr(path: str | os.PathLike) -> bool:
@@ -194,10 +207,13 @@ def open_zarr(path: str | os.PathLike) -> ZarrInput:
     return ZarrInput(path, da.from_zarr(arr), fmt, axes, attributes, array_path, tuple(names) if names else None)
 
 
-def open_tiff(path: str | os.PathLike) -> ZarrInput:
+def open_tiff(path: str | os.PathLike, info: Any = None) -> ZarrInput:
     """Open a TIFF plane or stack of grey planes lazily (its first series), in blocks of :data:`TIFF_CHUNKS`.
 
-    The file stays open until the input is closed.
+    Its OME-Zarr description (written when the output is a store) has the
+    axes z (or t or c, by the TIFF's letter), y and x, with the voxel size of
+    ``info`` (a :class:`restore._files.TiffInfo`): the resolution and
+    ImageJ's spacing and unit. The file stays open until the input is closed.
     """
     import dask.array as da
     import tifffile
@@ -221,10 +237,80 @@ def open_tiff(path: str | os.PathLike) -> ZarrInput:
         chunks = tuple(min(c, n) for c, n in zip(TIFF_CHUNKS[len(shape)], shape, strict=True))
         # read whole rows of blocks (each page once), then split them into blocks: views, not copies
         rows = da.from_zarr(zarr.open_array(series.aszarr(level=0), mode="r"), chunks=(chunks[0], *shape[1:]))
-        return ZarrInput(path, rows.rechunk(chunks), 3, file=tif)
+        axes, scale = _tiff_axes(series.axes, info)
+        ms = {"name": path.stem, "axes": axes,
+              "datasets": [{"path": "0", "coordinateTransformations": [{"type": "scale", "scale": scale}]}]}
+        return ZarrInput(path, rows.rechunk(chunks), 3, axes, {"ome": {"version": "0.5", "multiscales": [ms]}}, "0",
+                         tuple(a["name"] for a in axes), file=tif)
     except BaseException:
         tif.close()
         raise
+
+
+def _tiff_axes(letters: str, info: Any) -> tuple[list[dict], list[float]]:
+    """OME axes and scales of a TIFF plane or stack (its axes' letters), from its resolution and ImageJ spacing.
+
+    y and x take the resolution's unit: ImageJ's, else the ResolutionUnit
+    tag's (inch, centimetre), else none; the planes' axis its ImageJ spacing.
+    """
+    imagej = getattr(info, "imagej", None)
+    resolution = getattr(info, "resolution", None)
+    if imagej:
+        unit = _IMAGEJ_UNITS.get(str(imagej.get("unit", "")).strip())
+    else:
+        unit = _TIFF_UNITS.get(getattr(info, "resolution_unit", None)) if resolution is not None else None
+    if resolution is None or not all(r > 0 for r in resolution):
+        resolution = (1.0, 1.0)
+    axes = [{"name": n, "type": "space", **({"unit": unit} if unit else {})} for n in "yx"]
+    scale = [1 / float(resolution[1]), 1 / float(resolution[0])]
+    if len(letters) == 3:
+        name, kind = {"T": ("t", "time"), "C": ("c", "channel")}.get(letters[0], ("z", "space"))
+        spaced = kind == "space" and bool(imagej) and "spacing" in imagej
+        axes.insert(0, {"name": name, "type": kind, **({"unit": unit} if spaced and unit else {})})
+        scale.insert(0, float(imagej["spacing"]) if spaced else 1.0)
+    return axes, scale
+
+
+def _scale(src: ZarrInput) -> list[float] | None:
+    """The voxel size of an OME-Zarr input's level 0 (its scales and its image's), None for a plain array."""
+    multiscales = _ome_multiscales(src.attributes)
+    if not multiscales:
+        return None
+    ms = multiscales[0]
+    scale = np.ones(src.data.ndim)
+    for t in [*ms["datasets"][0].get("coordinateTransformations", []), *ms.get("coordinateTransformations", [])]:
+        if t.get("type") == "scale" and "scale" in t:
+            scale = scale * np.asarray(t["scale"], dtype=float)
+    return [float(s) for s in scale]
+
+
+def tiff_calibration(src: ZarrInput, dims: list[int], imagej: bool) -> dict:
+    """The resolution, its unit and ImageJ's metadata of a TIFF of an input's axes ``dims`` (2 or 3).
+
+    From the OME scales and units: for an ImageJ file (``imagej``), pixels
+    per unit along x and y with ImageJ's name of the unit, and the spacing of
+    the planes when they are along space; for another, pixels per centimetre
+    when the unit is a length, else per unit. Empty for a plain array (it
+    has no voxel size). The keys are those of
+    :class:`restore._files.TiffInfo`.
+    """
+    scale = _scale(src)
+    if scale is None:
+        return {}
+    y, x = dims[-2:]
+    unit = src.axes[x].get("unit")
+    if imagej:
+        meta = {"unit": _IMAGEJ_NAMES.get(unit, unit)} if unit else {}
+        if len(dims) == 3 and src.axes[dims[0]].get("type") == "space":
+            spacing, z_unit = scale[dims[0]], src.axes[dims[0]].get("unit")
+            if unit in _CENTIMETRES and z_unit in _CENTIMETRES:  # ImageJ has one unit
+                spacing *= _CENTIMETRES[z_unit] / _CENTIMETRES[unit]
+            meta["spacing"] = spacing
+        return {"resolution": (1 / scale[x], 1 / scale[y]), "imagej": meta}
+    per = _CENTIMETRES.get(unit)
+    if per is None:
+        return {"resolution": (1 / scale[x], 1 / scale[y]), "resolution_unit": 1}
+    return {"resolution": (1 / (scale[x] * per), 1 / (scale[y] * per)), "resolution_unit": 3}
 
 
 def noise_sample(data: Any, spatial: tuple[int, ...]) -> np.ndarray:

@@ -59,7 +59,8 @@ def _ome(path, data, zarr_format):
              else {"multiscales": [{**ms, "version": "0.4"}], "omero": omero})
     group = zarr.open_group(str(path), mode="w", zarr_format=zarr_format, attributes=attrs)
     group.create_array("0", shape=data.shape, chunks=(8, 32, 32), dtype=data.dtype)[:] = data
-    group.create_array("1", shape=(16, 32, 32), chunks=(8, 32, 32), dtype=data.dtype)[:] = data[:, ::2, ::2]
+    half = data[:, ::2, ::2]
+    group.create_array("1", shape=half.shape, chunks=(8, 32, 32), dtype=data.dtype)[:] = half
     return path
 
 
@@ -236,20 +237,92 @@ def test_zarr_outputs_are_checked_before_any_work_and_never_replace_the_users(no
         m.setattr(restore, "denoise_wavelet_tree", boom)
         for out, match in [(src, "is the input"), (src / "sub.zarr", "overlaps"), (users, "exists; pass --force"),
                            (tmp_path / "file.zarr", "not a zarr store"), (tmp_path / "no" / "o.zarr", "does not exist"),
-                           (tmp_path / "o.tif", "the input must be one too|zarr store")]:
+                           (tmp_path / "o.png", "written to a zarr store .* or a TIFF")]:
             with pytest.raises(SystemExit, match=match):
                 main(["denoise", str(src), str(out), "--volume", "--quiet"])
         with pytest.raises(SystemExit, match="was not written by restore"):
             main(["denoise", str(src), str(users), "--force", "--quiet"])
     np.testing.assert_array_equal(zarr.open_array(str(users), mode="r")[:], noisy16[:2])  # untouched
-    with pytest.raises(SystemExit, match="a zarr input is written to a zarr store"):
-        main(["denoise", str(src), str(tmp_path / "o.tif"), "--quiet"])
     dst = tmp_path / "out.zarr"
     assert main(["denoise", str(src), str(dst), "--sigma", "5000", "--lam", "0", "--quiet"]) == 0
     np.testing.assert_array_equal(zarr.open_array(str(dst), mode="r")[:], noisy16)  # lam 0: the input back
     assert main(["denoise", str(src), str(dst), "--sigma", "5000", "--force", "--quiet"]) == 0  # ours: replaced
     assert not np.array_equal(zarr.open_array(str(dst), mode="r")[:], noisy16)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.zarr", "in.zarr", "mine.zarr", "out.zarr"]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_ome_zarr_to_tiff_keeps_the_voxel_size_and_gives_what_a_store_gets(zarr_format, noisy16, tmp_path):
+    src = _ome(tmp_path / "img.ome.zarr", noisy16, zarr_format)
+    opts = ["--volume", "--sigma", "5000", "--lam", "4000", "--quiet"]
+    assert main(["denoise", str(src), str(tmp_path / "den.tif"), *opts]) == 0
+    assert main(["denoise", str(src), str(tmp_path / "den.zarr"), *opts]) == 0
+    with tifffile.TiffFile(tmp_path / "den.tif") as tif:
+        assert tif.is_imagej and len(tif.pages) == 16
+        assert tif.imagej_metadata["spacing"] == pytest.approx(0.29) and tif.imagej_metadata["unit"] == "um"
+        assert tif.pages[0].resolution == pytest.approx((1 / 0.26, 1 / 0.26))
+        np.testing.assert_array_equal(tif.asarray(), zarr.open_group(str(tmp_path / "den.zarr"), mode="r")["0"][:])
+
+
+def test_a_tiff_stack_to_ome_zarr_carries_its_spacing_and_back(noisy16, tmp_path):
+    src = tmp_path / "stack.tif"
+    tifffile.imwrite(src, noisy16, imagej=True, resolution=(1 / 0.26, 1 / 0.26),
+                     metadata={"spacing": 0.29, "unit": "um", "axes": "ZYX"})
+    dst = tmp_path / "den.ome.zarr"
+    assert main(["denoise", str(src), str(dst), "--volume", "--sigma", "5000", "--lam", "4000", "--quiet"]) == 0
+    group = zarr.open_group(str(dst), mode="r")
+    ms = group.attrs["ome"]["multiscales"][0]
+    assert [(a["name"], a["type"], a.get("unit")) for a in ms["axes"]] == [
+        ("z", "space", "micrometer"), ("y", "space", "micrometer"), ("x", "space", "micrometer")]
+    assert ms["datasets"][0]["coordinateTransformations"][0]["scale"] == pytest.approx([0.29, 0.26, 0.26])
+    # one block for so small a stack: what the library gives in memory
+    np.testing.assert_array_equal(group[ms["datasets"][0]["path"]][:],
+                                  _expected(noisy16, axes=(0, 1, 2), sigma=5000 / 65535, lam=4000 / 65535))
+    back = tmp_path / "back.tif"
+    assert main(["denoise", str(dst), str(back), "--sigma", "5000", "--lam", "0", "--quiet"]) == 0
+    with tifffile.TiffFile(back) as tif:  # lam 0: the data back, with its spacing
+        assert tif.imagej_metadata["spacing"] == pytest.approx(0.29) and tif.imagej_metadata["unit"] == "um"
+        assert tif.pages[0].resolution == pytest.approx((1 / 0.26, 1 / 0.26))
+        np.testing.assert_array_equal(tif.asarray(), group[ms["datasets"][0]["path"]][:])
+
+
+def test_a_float64_store_to_tiff_has_its_resolution_in_centimetres(noisy16, tmp_path):
+    src = _ome(tmp_path / "img.ome.zarr", (noisy16 / 65535.0)[:, :, :48], 3)  # ImageJ holds no float64
+    assert main(["denoise", str(src), str(tmp_path / "o.tif"), "--sigma", "0.08", "--quiet"]) == 0
+    with tifffile.TiffFile(tmp_path / "o.tif") as tif:
+        assert tif.asarray().shape == (16, 64, 48) and tif.pages[0].dtype == np.float64
+        assert int(tif.pages[0].resolutionunit) == 3
+        assert tif.pages[0].resolution == pytest.approx((1e4 / 0.26, 1e4 / 0.26))
+
+
+def test_conversions_are_refused_up_front_when_the_output_cannot_hold_the_input(noisy16, tmp_path, monkeypatch):
+    import restore
+
+    rgb = tmp_path / "rgb.tif"
+    tifffile.imwrite(rgb, np.zeros((32, 32, 3), np.uint8), photometric="rgb")
+    group = zarr.open_group(str(tmp_path / "two.zarr"), mode="w", zarr_format=3, attributes={"ome": {
+        "version": "0.5", "multiscales": [{"axes": [{"name": "c", "type": "channel"}] + [
+            {"name": n, "type": "space"} for n in "zyx"], "datasets": [{"path": "0", "coordinateTransformations": [
+                {"type": "scale", "scale": [1, 1, 1, 1]}]}]}]}})
+    group.create_array("0", shape=(2, *noisy16.shape), chunks=(1, 8, 32, 32), dtype=np.uint16)[:] = [noisy16] * 2
+    (tmp_path / "x.png").write_bytes(b"")
+
+    def boom(*args, **kwargs):
+        raise AssertionError("the computation started")
+
+    monkeypatch.setattr(restore, "denoise_wavelet_tree", boom)
+    for src, out, match in [
+            (rgb, "o.zarr", "rgb.tif.* holds data of shape .32, 32, 3.*expected a grey plane or a stack"),
+            (tmp_path / "two.zarr", "o.tif", "o.tif.* holds a plane or a stack of planes.*two.zarr.* shape "
+                                             r"\(2, 16, 64, 64\)"),
+            (tmp_path / "x.png", "o.zarr", "o.zarr.* is a zarr store: the input must be a zarr store or a TIFF"
+                                           ".*x.png")]:
+        with pytest.raises(SystemExit, match=match):
+            main(["denoise", str(src), str(tmp_path / out), "--sigma", "5000", "--quiet"])
+    with pytest.raises(SystemExit, match="--scheduler runs zarr stores"):
+        main(["denoise", str(tmp_path / "two.zarr"), str(tmp_path / "o.tif"), "--sigma", "5000",
+              "--scheduler", "tcp://127.0.0.1:9"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rgb.tif", "two.zarr", "x.png"]
 
 
 def test_a_zarr_group_without_an_image_names_its_arrays(noisy16, tmp_path):
