@@ -13,9 +13,10 @@ It carries the attribute ``restore`` naming the command that wrote it; an
 existing store is replaced (with ``force``) only when it carries that mark:
 a store we did not write is the user's. An OME-Zarr input gives an OME-Zarr
 output with the same axes, scales and rendering settings (``omero``) and
-one level, the denoised full resolution; a plain array gives a plain array
-with the input's chunks and dtype; a TIFF gives an OME-Zarr image with its
-voxel size. A TIFF output is written page by page into a file beside its
+the same levels: the denoised full resolution, and below it each lower
+resolution as the means of blocks of the one above; a plain array gives a
+plain array with the input's chunks and dtype; a TIFF gives an OME-Zarr
+image with its voxel size. A TIFF output is written page by page into a file beside its
 target, renamed into place, with the voxel size of the store or TIFF it
 comes from. The OME-NGFF metadata is written with zarr itself: the
 ``ome-zarr`` package would add an S3 and HTTP stack (s3fs, aiobotocore,
@@ -120,6 +121,9 @@ class ZarrInput:
         Zarr format 3 dimension names.
     file : object or None
         What reads the data (an open TIFF file), closed by :meth:`close`.
+    pyramid : tuple of (str, tuple, tuple)
+        The OME-Zarr image's lower resolutions: path, shape and chunks of
+        each level after level 0, in order.
     """
 
     path: Path
@@ -130,6 +134,7 @@ class ZarrInput:
     array_path: str = ""
     dimension_names: tuple | None = None
     file: Any = None
+    pyramid: tuple = ()
 
     def close(self) -> None:
         """Close the file the data is read from, if any."""
@@ -177,7 +182,7 @@ def open_zarr(path: str | os.PathLike) -> ZarrInput:
         node = zarr.open(str(path), mode="r")
     except Exception as exc:  # noqa: BLE001 - any reader failure is one clear line
         raise ValueError(f"cannot read {str(path)!r} as a zarr store: {_first_line(exc)}") from None
-    attributes, axes, array_path = {}, None, ""
+    attributes, axes, array_path, pyramid = {}, None, "", []
     if isinstance(node, zarr.Group):
         attrs = dict(node.attrs)
         multiscales = _ome_multiscales(attrs)
@@ -190,7 +195,12 @@ def open_zarr(path: str | os.PathLike) -> ZarrInput:
         array_path = str(level0["path"])
         arr = node[array_path]
         axes = _axes(ms, arr.ndim)
-        ms["datasets"] = [level0]  # we write the full resolution only
+        for level in ms["datasets"][1:]:
+            low = node.get(str(level["path"]))
+            if not isinstance(low, zarr.Array) or low.ndim != arr.ndim:  # a broken pyramid ends there
+                break
+            pyramid.append((str(level["path"]), tuple(low.shape), tuple(low.chunks)))
+        ms["datasets"] = [level0]  # the levels below are written again from it (write_zarr)
         ms["axes"] = ms.get("axes", axes)
         if "ome" in attrs:
             attributes = {"ome": {**attrs["ome"], "multiscales": [ms]}}
@@ -204,7 +214,8 @@ def open_zarr(path: str | os.PathLike) -> ZarrInput:
     if arr.ndim < 2 or arr.size == 0:
         raise ValueError(f"{str(path)!r} holds data of shape {arr.shape}: expected an image or a volume")
     names = getattr(arr.metadata, "dimension_names", None) if fmt == 3 else None
-    return ZarrInput(path, da.from_zarr(arr), fmt, axes, attributes, array_path, tuple(names) if names else None)
+    return ZarrInput(path, da.from_zarr(arr), fmt, axes, attributes, array_path, tuple(names) if names else None,
+                     pyramid=tuple(pyramid))
 
 
 def open_tiff(path: str | os.PathLike, info: Any = None) -> ZarrInput:
@@ -408,35 +419,105 @@ def write_zarr(path: Path, data: Any, like: ZarrInput, *, source: str, scheduler
     """Compute ``data`` (lazy) chunk by chunk into a new store at ``path``, atomically.
 
     The store has ``like``'s chunks, zarr format and OME-Zarr metadata,
-    ``data``'s dtype, and our mark (``source`` names the input). It is built
-    in a temporary folder beside ``path`` and renamed into place when
-    complete; on any failure or interrupt the temporary folder is removed
-    once no task writes into it any more. An existing ``path`` (checked by
-    :func:`check_zarr_output`) is replaced only after the new store is
-    complete.
+    ``data``'s dtype, and our mark (``source`` names the input). An OME-Zarr
+    input's pyramid is written again below the result, level by level (see
+    :func:`_pyramid`). The store is built in a temporary folder beside
+    ``path`` and renamed into place when complete; on any failure or
+    interrupt the temporary folder is removed once no task writes into it
+    any more. An existing ``path`` (checked by :func:`check_zarr_output`) is
+    replaced only after the new store is complete.
     """
+    import copy
+
     import zarr
 
     chunks = tuple(c[0] for c in like.data.chunks)
+    levels = _pyramid(like, data.shape)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     try:
         mark = {MARK: {"written_by": "restore denoise", "input": source}}
-        kw: dict = {"shape": data.shape, "chunks": chunks, "dtype": data.dtype}
+        kw: dict = {"dtype": data.dtype}
         if like.dimension_names is not None:
             kw["dimension_names"] = like.dimension_names
         if like.ome:
+            attributes = copy.deepcopy(like.attributes)
+            ms = _ome_multiscales(attributes)[0]
+            ms["datasets"] = _datasets(ms["datasets"][0], levels, data.ndim)
             group = zarr.open_group(str(tmp), mode="w", zarr_format=like.zarr_format,
-                                    attributes={**like.attributes, **mark})
-            target = group.create_array(like.array_path, **kw)
+                                    attributes={**attributes, **mark})
+            target = group.create_array(like.array_path, shape=data.shape, chunks=chunks, **kw)
         else:
-            target = zarr.create_array(str(tmp), attributes=mark, zarr_format=like.zarr_format, **kw)
+            target = zarr.create_array(str(tmp), attributes=mark, zarr_format=like.zarr_format, shape=data.shape,
+                                       chunks=chunks, **kw)
         # blocks of the result on the chunks of the store: each chunk is written whole by one task
-        _store(data.rechunk(like.data.chunks), target, scheduler, progress)
+        jobs = [(data.rechunk(like.data.chunks), target)]
+        for level_path, shape, level_chunks, factors in levels:
+            low = group.create_array(level_path, shape=shape, chunks=level_chunks, **kw)
+            jobs.append((_downsample(jobs[-1][1], factors, level_chunks), low))
+        _store(jobs, scheduler, progress)
         os.chmod(tmp, 0o777 & ~_umask())
         _replace(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _pyramid(like: ZarrInput, shape: tuple[int, ...]) -> list[tuple[str, tuple, tuple, tuple]]:
+    """The levels below the full resolution to write, as the input has them: path, shape, chunks and factors.
+
+    Each level halves (or divides by any whole factor, per axis) the level
+    above it as the input's did (the ratio of their shapes, rounded), with
+    whole blocks only: an odd size loses its last voxel. The chunks are the
+    input level's. The pyramid stops before a level with no voxels.
+    """
+    out, above_input, above = [], tuple(like.data.shape), tuple(shape)
+    for path, level_shape, chunks in like.pyramid:
+        factors = tuple(max(1, round(a / b)) for a, b in zip(above_input, level_shape, strict=True))
+        new = tuple(n // f for n, f in zip(above, factors, strict=True))
+        if min(new) < 1:
+            break
+        out.append((path, new, tuple(min(c, n) for c, n in zip(chunks, new, strict=True)), factors))
+        above_input, above = level_shape, new
+    return out
+
+
+def _datasets(level0: dict, levels: list, ndim: int) -> list[dict]:
+    """OME-Zarr datasets of level 0 and the levels of :func:`_pyramid`, each the means of blocks of the first.
+
+    A level's voxel is the mean of ``F`` voxels of level 0 along each axis:
+    its size is ``F`` times theirs, and its centre lies ``(F - 1) / 2`` of
+    theirs further than the first one's.
+    """
+    scale, shift = np.ones(ndim), np.zeros(ndim)
+    for t in level0.get("coordinateTransformations", []):
+        if t.get("type") == "scale" and "scale" in t:
+            scale = scale * np.asarray(t["scale"], dtype=float)
+        elif t.get("type") == "translation" and "translation" in t:
+            shift = shift + np.asarray(t["translation"], dtype=float)
+    out, total = [level0], np.ones(ndim)
+    for path, _, _, factors in levels:
+        total = total * np.asarray(factors)
+        transforms = [{"type": "scale", "scale": [float(v) for v in scale * total]}]
+        centre = shift + scale * (total - 1) / 2
+        if np.any(centre != 0):
+            transforms.append({"type": "translation", "translation": [float(v) for v in centre]})
+        out.append({"path": path, "coordinateTransformations": transforms})
+    return out
+
+
+def _downsample(above: Any, factors: tuple[int, ...], chunks: tuple[int, ...]) -> Any:
+    """The means of blocks of ``factors`` voxels of a stored level (lazy), in its dtype (integers rounded)."""
+    import dask.array as da
+
+    src = da.from_zarr(above)
+    # whole blocks in every chunk: what coarsen reduces chunk by chunk
+    src = src.rechunk(tuple(max(f, c // f * f) for c, f in zip(src.chunksize, factors, strict=True)))
+    mean = da.coarsen(np.mean, src, dict(enumerate(factors)), trim_excess=True)
+    if above.dtype.kind in "iu":
+        mean = da.rint(mean)
+    elif above.dtype.kind == "b":
+        mean = mean >= 0.5
+    return mean.astype(above.dtype).rechunk(chunks)
 
 
 def write_tiff(path: Path, data: Any, options: dict, *, progress: bool = True) -> None:
@@ -519,15 +600,17 @@ def _batches(chunks: tuple[tuple[int, ...], ...], size: int) -> list[tuple[slice
             for start in starts.reshape(-1, len(counts))]
 
 
-def _store(data: Any, target: Any, scheduler: str | None, progress: bool) -> None:
-    """Compute ``data`` (lazy, on ``target``'s chunks) into ``target``, on a cluster or on local threads."""
+def _store(jobs: list[tuple[Any, Any]], scheduler: str | None, progress: bool) -> None:
+    """Compute each lazy array into its target (on its chunks), in order, on a cluster or on local threads."""
     if scheduler is not None:
         import dask.array as da
 
-        _compute_distributed(da.store(data, target, lock=False, compute=False), scheduler, progress)
+        for data, target in jobs:
+            _compute_distributed(da.store(data, target, lock=False, compute=False), scheduler, progress)
         return
-    with _local_threads(data.npartitions, progress) as fill:
-        fill(data, target)
+    with _local_threads(sum(data.npartitions for data, _ in jobs), progress) as fill:
+        for data, target in jobs:
+            fill(data, target)
 
 
 @contextlib.contextmanager

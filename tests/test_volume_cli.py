@@ -214,13 +214,47 @@ def test_ome_zarr_in_ome_zarr_out_with_its_axes_and_scales(zarr_format, noisy16,
     ome = attrs["ome"] if zarr_format == 3 else attrs
     ms = ome["multiscales"][0]
     assert [a["name"] for a in ms["axes"]] == ["z", "y", "x"] and ms["axes"][0]["unit"] == "micrometer"
-    assert ms["datasets"] == [{"path": "0", "coordinateTransformations": [
-        {"type": "scale", "scale": [0.29, 0.26, 0.26]}]}]  # level 0 only: the denoised full resolution
+    # the input's two levels: the denoised full resolution, and its means over 1 x 2 x 2 voxels, whose centres
+    # lie half a voxel of level 0 further along y and x
+    assert ms["datasets"] == [
+        {"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [0.29, 0.26, 0.26]}]},
+        {"path": "1", "coordinateTransformations": [{"type": "scale", "scale": [0.29, 0.52, 0.52]},
+                                                    {"type": "translation", "translation": [0.0, 0.13, 0.13]}]}]
     assert ome["omero"]["channels"][0]["label"] == "nuclei"
     assert (ome["version"] if zarr_format == 3 else ms["version"]) == ("0.5" if zarr_format == 3 else "0.4")
-    out = group["0"]
-    assert out.shape == noisy16.shape and out.dtype == np.uint16 and out.metadata.zarr_format == zarr_format
-    assert list(group.array_keys()) == ["0"]
+    assert sorted(group.array_keys()) == ["0", "1"]
+    full, half = group["0"], group["1"]
+    assert full.shape == noisy16.shape and full.dtype == np.uint16 and full.metadata.zarr_format == zarr_format
+    assert half.shape == (16, 32, 32) and half.dtype == np.uint16 and half.chunks == (8, 32, 32)
+    means = full[:].reshape(16, 32, 2, 32, 2).mean(axis=(2, 4))
+    np.testing.assert_array_equal(half[:], np.rint(means).astype(np.uint16))
+
+
+def test_a_pyramid_of_three_levels_is_written_again_from_the_denoised_full_resolution(noisy16, tmp_path):
+    """Levels halved in y and x, then in all three axes; odd sizes lose their last voxel (means of whole blocks)."""
+    data = noisy16[:, :, :50]
+    levels = [data, data[:, ::2, ::2], data[::2, ::4, ::4]]  # (16, 64, 50), (16, 32, 25), (8, 16, 13)
+    scales = [[0.29, 0.26, 0.26], [0.29, 0.52, 0.52], [0.58, 1.04, 1.04]]
+    axes = [{"name": n, "type": "space", "unit": "micrometer"} for n in "zyx"]
+    ms = {"axes": axes, "datasets": [{"path": f"s{k}", "coordinateTransformations": [{"type": "scale", "scale": sc}]}
+                                     for k, sc in enumerate(scales)]}
+    group = zarr.open_group(str(tmp_path / "in.zarr"), mode="w", attributes={"ome": {"version": "0.5",
+                                                                                     "multiscales": [ms]}})
+    for k, level in enumerate(levels):
+        group.create_array(f"s{k}", shape=level.shape, chunks=(8, 16, 16), dtype=level.dtype)[:] = level
+    dst = tmp_path / "out.zarr"
+    assert main(["denoise", str(tmp_path / "in.zarr"), str(dst), "--volume", "--sigma", "5000", "--quiet"]) == 0
+    out = zarr.open_group(str(dst), mode="r")
+    datasets = out.attrs["ome"]["multiscales"][0]["datasets"]
+    assert [d["path"] for d in datasets] == ["s0", "s1", "s2"]
+    for d, sc in zip(datasets, scales, strict=True):
+        assert d["coordinateTransformations"][0]["scale"] == pytest.approx(sc)
+    assert datasets[2]["coordinateTransformations"][1]["translation"] == pytest.approx([0.145, 0.39, 0.39])
+    s0, s1, s2 = (out[f"s{k}"][:] for k in range(3))
+    assert s1.shape == (16, 32, 25) and s2.shape == (8, 16, 12)
+    np.testing.assert_array_equal(s1, np.rint(s0.reshape(16, 32, 2, 25, 2).mean(axis=(2, 4))).astype(np.uint16))
+    blocks = s1[:, :, :24].reshape(8, 2, 16, 2, 12, 2).mean(axis=(1, 3, 5))
+    np.testing.assert_array_equal(s2, np.rint(blocks).astype(np.uint16))
 
 
 def test_zarr_outputs_are_checked_before_any_work_and_never_replace_the_users(noisy16, tmp_path, monkeypatch):
