@@ -16,7 +16,8 @@ import numpy as np
 
 from ._io import atomic_path
 
-__all__ = ["TiffInfo", "check_output", "read_image", "read_mask", "tiff_info", "write_image"]
+__all__ = ["IMAGEJ_DTYPES", "TiffInfo", "check_output", "read_image", "read_mask", "tiff_info", "tiff_options",
+           "write_image"]
 
 # What each format can hold: dtypes and numbers of channels (1 = grey).
 _FORMATS = {
@@ -105,7 +106,7 @@ class TiffInfo:
 # ImageJ's metadata we carry over: the z step and the unit of the spacings (the x and y ones are the resolution)
 _IMAGEJ_KEYS = ("spacing", "unit")
 # ImageJ hyperstacks hold only these dtypes; others are written as plain TIFF with the resolution tags
-_IMAGEJ_DTYPES = ("uint8", "uint16", "float32")
+IMAGEJ_DTYPES = ("uint8", "uint16", "float32")
 
 
 def tiff_info(path: str | os.PathLike) -> TiffInfo:
@@ -208,20 +209,31 @@ def write_image(path: Path, image: np.ndarray, tiff: TiffInfo | None = None) -> 
         elif suffix in (".tif", ".tiff"):
             import tifffile
 
-            colour = image.ndim == 3 and image.shape[2] in (3, 4) if tiff is None else tiff.colour
-            kw: dict = {"photometric": "rgb" if colour else "minisblack"}
-            if tiff is not None and tiff.resolution is not None:
-                kw["resolution"] = tiff.resolution
-                if tiff.imagej is None and tiff.resolution_unit is not None:
-                    kw["resolutionunit"] = tiff.resolution_unit
-            if tiff is not None and tiff.imagej is not None and image.dtype.name in _IMAGEJ_DTYPES:
-                axes = ("YXS" if colour else "YX") if image.ndim == (3 if colour else 2) else "ZYX"
-                kw.update(imagej=True, metadata={**tiff.imagej, "axes": axes})
-            tifffile.imwrite(tmp, image, **kw)
+            tifffile.imwrite(tmp, image, **tiff_options(tiff, image))
         else:
             import imageio.v3 as iio
 
             iio.imwrite(tmp, image, extension=suffix)
+
+
+def tiff_options(tiff: TiffInfo | None, image, stack_axis: str = "Z") -> dict:
+    """Keywords of ``tifffile.imwrite`` for ``image`` (an array, maybe lazy) with ``tiff``'s metadata.
+
+    The resolution, with its unit unless the file is an ImageJ hyperstack
+    (ImageJ names the unit in its own metadata), and ImageJ's spacing and
+    unit for the dtypes ImageJ holds; ``stack_axis`` is ImageJ's letter for
+    the planes of a 3-D grey image (Z, C or T).
+    """
+    colour = image.ndim == 3 and image.shape[2] in (3, 4) if tiff is None else tiff.colour
+    kw: dict = {"photometric": "rgb" if colour else "minisblack"}
+    if tiff is not None and tiff.resolution is not None:
+        kw["resolution"] = tiff.resolution
+        if tiff.imagej is None and tiff.resolution_unit is not None:
+            kw["resolutionunit"] = tiff.resolution_unit
+    if tiff is not None and tiff.imagej is not None and np.dtype(image.dtype).name in IMAGEJ_DTYPES:
+        axes = ("YXS" if colour else "YX") if image.ndim == (3 if colour else 2) else f"{stack_axis}YX"
+        kw.update(imagej=True, metadata={**tiff.imagej, "axes": axes})
+    return kw
 
 
 def _same_file(a: Path, b: Path) -> bool:

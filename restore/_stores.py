@@ -1,9 +1,11 @@
-"""Zarr stores for the command line: read one lazily, check an output before any work, write one atomically.
+"""Zarr stores and TIFF stacks for the command line: read lazily, check an output before any work, write atomically.
 
 An input is a plain array at the root of a store (zarr format 2 or 3), an
-array inside one (``store.zarr/path``), or an OME-Zarr image, whose level 0
-(full resolution) is read. Everything stays lazy (:func:`dask.array.from_zarr`):
-the work is done chunk by chunk when the result is written.
+array inside one (``store.zarr/path``), an OME-Zarr image, whose level 0
+(full resolution) is read, or a TIFF plane or grey stack, read through
+tifffile's zarr store. Everything stays lazy (:func:`dask.array.from_zarr`):
+the work is done chunk by chunk when the result is written, a batch of
+chunks at a time, so that memory does not grow with the volume.
 
 An output store is written into a temporary folder beside its target and
 renamed into place when complete, so a failure or Ctrl-C leaves nothing.
@@ -11,10 +13,14 @@ It carries the attribute ``restore`` naming the command that wrote it; an
 existing store is replaced (with ``force``) only when it carries that mark:
 a store we did not write is the user's. An OME-Zarr input gives an OME-Zarr
 output with the same axes, scales and rendering settings (``omero``) and
-one level, the denoised full resolution; a plain array gives a plain array
-with the input's chunks and dtype. The OME-NGFF metadata is written with
-zarr itself: the ``ome-zarr`` package would add an S3 and HTTP stack
-(s3fs, aiobotocore, aiohttp) to the install for two JSON entries.
+the same levels: the denoised full resolution, and below it each lower
+resolution as the means of blocks of the one above; a plain array gives a
+plain array with the input's chunks and dtype; a TIFF gives an OME-Zarr
+image with its voxel size. A TIFF output is written page by page into a file beside its
+target, renamed into place, with the voxel size of the store or TIFF it
+comes from. The OME-NGFF metadata is written with zarr itself: the
+``ome-zarr`` package would add an S3 and HTTP stack (s3fs, aiobotocore,
+aiohttp) to the install for two JSON entries.
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ import numpy as np
 
 from ._config import default_num_threads
 
-__all__ = ["ZarrInput", "check_zarr_output", "connect", "is_zarr", "noise_sample", "open_zarr", "write_zarr"]
+__all__ = ["ZarrInput", "check_zarr_output", "connect", "is_tiff", "is_zarr", "noise_sample", "open_tiff", "open_zarr",
+           "streams", "tiff_calibration", "write_tiff", "write_zarr"]
 
 MARK = "restore"  # attribute of the stores we write: --force replaces only those
 _METADATA = (".zarray", ".zgroup", "zarr.json")  # a folder with one of these is a zarr store (format 2 or 3)
@@ -40,6 +47,28 @@ _DASK_TIMEOUT = "10s"  # waiting for a Dask scheduler before reporting it unreac
 #: Voxels of the central sub-volume the noise is estimated on: bounded memory (128 MB as float64) and far more
 #: smooth samples than the estimators need.
 ESTIMATE_VOXELS = 1 << 24
+#: Voxels of the result computed at a time on local threads (64 MB as float32): its inputs, with a halo of
+#: neighbouring chunks, are all that is read ahead of the work; large enough that re-reading the halo costs
+#: little next to the denoising and that every thread has chunks to work on.
+BATCH_VOXELS = 1 << 24
+#: TIFF stacks of more voxels than this are read and written in blocks, as zarr stores are: in memory the library
+#: holds about 100 bytes per voxel of a volume (its trees), 1.6 GB at this size.
+STREAM_VOXELS = 1 << 24
+#: Blocks a TIFF is read in, by its number of axes: 0.5 M voxels for a stack, as the chunks of the memory tests
+#: (under 700 MB at the peak on two threads), of 32 planes (a TIFF output holds one row of blocks in memory);
+#: 1 M pixels for a plane.
+TIFF_CHUNKS = {2: (1024, 1024), 3: (32, 128, 128)}
+TIFF_SUFFIXES = (".tif", ".tiff")
+_BIGTIFF_BYTES = 2**32 - 2**25  # pixels past 4 GB less room for the tags need BigTIFF (tifffile.imwrite's rule)
+# OME-NGFF's units (UDUNITS-2 names) as ImageJ names them, the other way with its other spellings, the units of
+# the TIFF ResolutionUnit tag, and lengths in centimetres (a plain TIFF's resolution is per centimetre)
+_IMAGEJ_NAMES = {"nanometer": "nm", "micrometer": "um", "millimeter": "mm", "centimeter": "cm", "meter": "m",
+                 "inch": "inch"}
+_IMAGEJ_UNITS = {**{v: k for k, v in _IMAGEJ_NAMES.items()}, "micron": "micrometer", "\u00b5m": "micrometer",
+                 "\u03bcm": "micrometer", "\\u00B5m": "micrometer"}
+_TIFF_UNITS = {2: "inch", 3: "centimeter"}
+_CENTIMETRES = {"nanometer": 1e-7, "micrometer": 1e-4, "millimeter": 0.1, "centimeter": 1.0, "meter": 100.0,
+                "inch": 2.54}
 
 
 def is_zarr(path: str | os.PathLike) -> bool:
@@ -48,6 +77,25 @@ def is_zarr(path: str | os.PathLike) -> bool:
     if path.suffix.lower() == ".zarr":
         return True
     return path.is_dir() and any((path / m).is_file() for m in _METADATA)
+
+
+def is_tiff(path: str | os.PathLike) -> bool:
+    """Whether a path names a TIFF file (by its suffix)."""
+    return Path(path).suffix.lower() in TIFF_SUFFIXES
+
+
+def streams(path: str | os.PathLike) -> bool:
+    """Whether a TIFF is a grey stack of more than :data:`STREAM_VOXELS` voxels (False if unreadable)."""
+    if not is_tiff(path) or not Path(path).is_file():
+        return False
+    import tifffile
+
+    try:
+        with tifffile.TiffFile(path) as tif:
+            series = tif.series[0]
+            return len(series.shape) == 3 and "S" not in series.axes and int(np.prod(series.shape)) > STREAM_VOXELS
+    except Exception:  # noqa: BLE001 - unreadable: the reader of whole images says why
+        return False
 
 
 @dataclass(frozen=True)
@@ -71,6 +119,11 @@ class ZarrInput:
         The array's path inside the output store ('' for a root array).
     dimension_names : tuple or None
         Zarr format 3 dimension names.
+    file : object or None
+        What reads the data (an open TIFF file), closed by :meth:`close`.
+    pyramid : tuple of (str, tuple, tuple)
+        The OME-Zarr image's lower resolutions: path, shape and chunks of
+        each level after level 0, in order.
     """
 
     path: Path
@@ -80,6 +133,13 @@ class ZarrInput:
     attributes: dict = field(default_factory=dict)
     array_path: str = ""
     dimension_names: tuple | None = None
+    file: Any = None
+    pyramid: tuple = ()
+
+    def close(self) -> None:
+        """Close the file the data is read from, if any."""
+        if self.file is not None:
+            self.file.close()
 
     @property
     def ome(self) -> bool:
@@ -122,7 +182,7 @@ def open_zarr(path: str | os.PathLike) -> ZarrInput:
         node = zarr.open(str(path), mode="r")
     except Exception as exc:  # noqa: BLE001 - any reader failure is one clear line
         raise ValueError(f"cannot read {str(path)!r} as a zarr store: {_first_line(exc)}") from None
-    attributes, axes, array_path = {}, None, ""
+    attributes, axes, array_path, pyramid = {}, None, "", []
     if isinstance(node, zarr.Group):
         attrs = dict(node.attrs)
         multiscales = _ome_multiscales(attrs)
@@ -135,7 +195,12 @@ def open_zarr(path: str | os.PathLike) -> ZarrInput:
         array_path = str(level0["path"])
         arr = node[array_path]
         axes = _axes(ms, arr.ndim)
-        ms["datasets"] = [level0]  # we write the full resolution only
+        for level in ms["datasets"][1:]:
+            low = node.get(str(level["path"]))
+            if not isinstance(low, zarr.Array) or low.ndim != arr.ndim:  # a broken pyramid ends there
+                break
+            pyramid.append((str(level["path"]), tuple(low.shape), tuple(low.chunks)))
+        ms["datasets"] = [level0]  # the levels below are written again from it (write_zarr)
         ms["axes"] = ms.get("axes", axes)
         if "ome" in attrs:
             attributes = {"ome": {**attrs["ome"], "multiscales": [ms]}}
@@ -149,7 +214,114 @@ def open_zarr(path: str | os.PathLike) -> ZarrInput:
     if arr.ndim < 2 or arr.size == 0:
         raise ValueError(f"{str(path)!r} holds data of shape {arr.shape}: expected an image or a volume")
     names = getattr(arr.metadata, "dimension_names", None) if fmt == 3 else None
-    return ZarrInput(path, da.from_zarr(arr), fmt, axes, attributes, array_path, tuple(names) if names else None)
+    return ZarrInput(path, da.from_zarr(arr), fmt, axes, attributes, array_path, tuple(names) if names else None,
+                     pyramid=tuple(pyramid))
+
+
+def open_tiff(path: str | os.PathLike, info: Any = None) -> ZarrInput:
+    """Open a TIFF plane or stack of grey planes lazily (its first series), in blocks of :data:`TIFF_CHUNKS`.
+
+    Its OME-Zarr description (written when the output is a store) has the
+    axes z (or t or c, by the TIFF's letter), y and x, with the voxel size of
+    ``info`` (a :class:`restore._files.TiffInfo`): the resolution and
+    ImageJ's spacing and unit. The file stays open until the input is closed.
+    """
+    import dask.array as da
+    import tifffile
+    import zarr
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"input image {str(path)!r} does not exist")
+    try:
+        tif = tifffile.TiffFile(path)
+    except Exception as exc:  # noqa: BLE001 - any reader failure is one clear line
+        raise ValueError(f"cannot read {str(path)!r} as an image: {_first_line(exc)}") from None
+    try:
+        series = tif.series[0]
+        if "S" in series.axes or len(series.shape) not in TIFF_CHUNKS:
+            raise ValueError(f"{str(path)!r} holds data of shape {series.shape} (axes {series.axes}): expected a grey "
+                             "plane or a stack of grey planes")
+        if np.dtype(series.dtype).kind not in "biuf":
+            raise ValueError(f"{str(path)!r} holds {series.dtype} data: expected real numbers (integer or float)")
+        shape = tuple(series.shape)
+        chunks = tuple(min(c, n) for c, n in zip(TIFF_CHUNKS[len(shape)], shape, strict=True))
+        # read whole rows of blocks (each page once), then split them into blocks: views, not copies
+        rows = da.from_zarr(zarr.open_array(series.aszarr(level=0), mode="r"), chunks=(chunks[0], *shape[1:]))
+        axes, scale = _tiff_axes(series.axes, info)
+        ms = {"name": path.stem, "axes": axes,
+              "datasets": [{"path": "0", "coordinateTransformations": [{"type": "scale", "scale": scale}]}]}
+        return ZarrInput(path, rows.rechunk(chunks), 3, axes, {"ome": {"version": "0.5", "multiscales": [ms]}}, "0",
+                         tuple(a["name"] for a in axes), file=tif)
+    except BaseException:
+        tif.close()
+        raise
+
+
+def _tiff_axes(letters: str, info: Any) -> tuple[list[dict], list[float]]:
+    """OME axes and scales of a TIFF plane or stack (its axes' letters), from its resolution and ImageJ spacing.
+
+    y and x take the resolution's unit: ImageJ's, else the ResolutionUnit
+    tag's (inch, centimetre), else none; the planes' axis its ImageJ spacing.
+    """
+    imagej = getattr(info, "imagej", None)
+    resolution = getattr(info, "resolution", None)
+    if imagej:
+        unit = _IMAGEJ_UNITS.get(str(imagej.get("unit", "")).strip())
+    else:
+        unit = _TIFF_UNITS.get(getattr(info, "resolution_unit", None)) if resolution is not None else None
+    if resolution is None or not all(r > 0 for r in resolution):
+        resolution = (1.0, 1.0)
+    axes = [{"name": n, "type": "space", **({"unit": unit} if unit else {})} for n in "yx"]
+    scale = [1 / float(resolution[1]), 1 / float(resolution[0])]
+    if len(letters) == 3:
+        name, kind = {"T": ("t", "time"), "C": ("c", "channel")}.get(letters[0], ("z", "space"))
+        spaced = kind == "space" and bool(imagej) and "spacing" in imagej
+        axes.insert(0, {"name": name, "type": kind, **({"unit": unit} if spaced and unit else {})})
+        scale.insert(0, float(imagej["spacing"]) if spaced else 1.0)
+    return axes, scale
+
+
+def _scale(src: ZarrInput) -> list[float] | None:
+    """The voxel size of an OME-Zarr input's level 0 (its scales and its image's), None for a plain array."""
+    multiscales = _ome_multiscales(src.attributes)
+    if not multiscales:
+        return None
+    ms = multiscales[0]
+    scale = np.ones(src.data.ndim)
+    for t in [*ms["datasets"][0].get("coordinateTransformations", []), *ms.get("coordinateTransformations", [])]:
+        if t.get("type") == "scale" and "scale" in t:
+            scale = scale * np.asarray(t["scale"], dtype=float)
+    return [float(s) for s in scale]
+
+
+def tiff_calibration(src: ZarrInput, dims: list[int], imagej: bool) -> dict:
+    """The resolution, its unit and ImageJ's metadata of a TIFF of an input's axes ``dims`` (2 or 3).
+
+    From the OME scales and units: for an ImageJ file (``imagej``), pixels
+    per unit along x and y with ImageJ's name of the unit, and the spacing of
+    the planes when they are along space; for another, pixels per centimetre
+    when the unit is a length, else per unit. Empty for a plain array (it
+    has no voxel size). The keys are those of
+    :class:`restore._files.TiffInfo`.
+    """
+    scale = _scale(src)
+    if scale is None:
+        return {}
+    y, x = dims[-2:]
+    unit = src.axes[x].get("unit")
+    if imagej:
+        meta = {"unit": _IMAGEJ_NAMES.get(unit, unit)} if unit else {}
+        if len(dims) == 3 and src.axes[dims[0]].get("type") == "space":
+            spacing, z_unit = scale[dims[0]], src.axes[dims[0]].get("unit")
+            if unit in _CENTIMETRES and z_unit in _CENTIMETRES:  # ImageJ has one unit
+                spacing *= _CENTIMETRES[z_unit] / _CENTIMETRES[unit]
+            meta["spacing"] = spacing
+        return {"resolution": (1 / scale[x], 1 / scale[y]), "imagej": meta}
+    per = _CENTIMETRES.get(unit)
+    if per is None:
+        return {"resolution": (1 / scale[x], 1 / scale[y]), "resolution_unit": 1}
+    return {"resolution": (1 / (scale[x] * per), 1 / (scale[y] * per)), "resolution_unit": 3}
 
 
 def noise_sample(data: Any, spatial: tuple[int, ...]) -> np.ndarray:
@@ -247,37 +419,143 @@ def write_zarr(path: Path, data: Any, like: ZarrInput, *, source: str, scheduler
     """Compute ``data`` (lazy) chunk by chunk into a new store at ``path``, atomically.
 
     The store has ``like``'s chunks, zarr format and OME-Zarr metadata,
-    ``data``'s dtype, and our mark (``source`` names the input). It is built
-    in a temporary folder beside ``path`` and renamed into place when
-    complete; on any failure or interrupt the temporary folder is removed
-    once no task writes into it any more. An existing ``path`` (checked by
-    :func:`check_zarr_output`) is replaced only after the new store is
-    complete.
+    ``data``'s dtype, and our mark (``source`` names the input). An OME-Zarr
+    input's pyramid is written again below the result, level by level (see
+    :func:`_pyramid`). The store is built in a temporary folder beside
+    ``path`` and renamed into place when complete; on any failure or
+    interrupt the temporary folder is removed once no task writes into it
+    any more. An existing ``path`` (checked by :func:`check_zarr_output`) is
+    replaced only after the new store is complete.
     """
-    import dask.array as da
+    import copy
+
     import zarr
 
     chunks = tuple(c[0] for c in like.data.chunks)
+    levels = _pyramid(like, data.shape)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     try:
         mark = {MARK: {"written_by": "restore denoise", "input": source}}
-        kw: dict = {"shape": data.shape, "chunks": chunks, "dtype": data.dtype}
+        kw: dict = {"dtype": data.dtype}
         if like.dimension_names is not None:
             kw["dimension_names"] = like.dimension_names
         if like.ome:
+            attributes = copy.deepcopy(like.attributes)
+            ms = _ome_multiscales(attributes)[0]
+            ms["datasets"] = _datasets(ms["datasets"][0], levels, data.ndim)
             group = zarr.open_group(str(tmp), mode="w", zarr_format=like.zarr_format,
-                                    attributes={**like.attributes, **mark})
-            target = group.create_array(like.array_path, **kw)
+                                    attributes={**attributes, **mark})
+            target = group.create_array(like.array_path, shape=data.shape, chunks=chunks, **kw)
         else:
-            target = zarr.create_array(str(tmp), attributes=mark, zarr_format=like.zarr_format, **kw)
+            target = zarr.create_array(str(tmp), attributes=mark, zarr_format=like.zarr_format, shape=data.shape,
+                                       chunks=chunks, **kw)
         # blocks of the result on the chunks of the store: each chunk is written whole by one task
-        job = da.store(data.rechunk(like.data.chunks), target, lock=False, compute=False)
-        _compute(job, scheduler, progress)
+        jobs = [(data.rechunk(like.data.chunks), target)]
+        for level_path, shape, level_chunks, factors in levels:
+            low = group.create_array(level_path, shape=shape, chunks=level_chunks, **kw)
+            jobs.append((_downsample(jobs[-1][1], factors, level_chunks), low))
+        _store(jobs, scheduler, progress)
         os.chmod(tmp, 0o777 & ~_umask())
         _replace(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _pyramid(like: ZarrInput, shape: tuple[int, ...]) -> list[tuple[str, tuple, tuple, tuple]]:
+    """The levels below the full resolution to write, as the input has them: path, shape, chunks and factors.
+
+    Each level halves (or divides by any whole factor, per axis) the level
+    above it as the input's did (the ratio of their shapes, rounded), with
+    whole blocks only: an odd size loses its last voxel. The chunks are the
+    input level's. The pyramid stops before a level with no voxels.
+    """
+    out, above_input, above = [], tuple(like.data.shape), tuple(shape)
+    for path, level_shape, chunks in like.pyramid:
+        factors = tuple(max(1, round(a / b)) for a, b in zip(above_input, level_shape, strict=True))
+        new = tuple(n // f for n, f in zip(above, factors, strict=True))
+        if min(new) < 1:
+            break
+        out.append((path, new, tuple(min(c, n) for c, n in zip(chunks, new, strict=True)), factors))
+        above_input, above = level_shape, new
+    return out
+
+
+def _datasets(level0: dict, levels: list, ndim: int) -> list[dict]:
+    """OME-Zarr datasets of level 0 and the levels of :func:`_pyramid`, each the means of blocks of the first.
+
+    A level's voxel is the mean of ``F`` voxels of level 0 along each axis:
+    its size is ``F`` times theirs, and its centre lies ``(F - 1) / 2`` of
+    theirs further than the first one's.
+    """
+    scale, shift = np.ones(ndim), np.zeros(ndim)
+    for t in level0.get("coordinateTransformations", []):
+        if t.get("type") == "scale" and "scale" in t:
+            scale = scale * np.asarray(t["scale"], dtype=float)
+        elif t.get("type") == "translation" and "translation" in t:
+            shift = shift + np.asarray(t["translation"], dtype=float)
+    out, total = [level0], np.ones(ndim)
+    for path, _, _, factors in levels:
+        total = total * np.asarray(factors)
+        transforms = [{"type": "scale", "scale": [float(v) for v in scale * total]}]
+        centre = shift + scale * (total - 1) / 2
+        if np.any(centre != 0):
+            transforms.append({"type": "translation", "translation": [float(v) for v in centre]})
+        out.append({"path": path, "coordinateTransformations": transforms})
+    return out
+
+
+def _downsample(above: Any, factors: tuple[int, ...], chunks: tuple[int, ...]) -> Any:
+    """The means of blocks of ``factors`` voxels of a stored level (lazy), in its dtype (integers rounded)."""
+    import dask.array as da
+
+    src = da.from_zarr(above)
+    # whole blocks in every chunk: what coarsen reduces chunk by chunk
+    src = src.rechunk(tuple(max(f, c // f * f) for c, f in zip(src.chunksize, factors, strict=True)))
+    mean = da.coarsen(np.mean, src, dict(enumerate(factors)), trim_excess=True)
+    if above.dtype.kind in "iu":
+        mean = da.rint(mean)
+    elif above.dtype.kind == "b":
+        mean = mean >= 0.5
+    return mean.astype(above.dtype).rechunk(chunks)
+
+
+def write_tiff(path: Path, data: Any, options: dict, *, progress: bool = True) -> None:
+    """Compute ``data`` (lazy, 2-D or 3-D) into a TIFF at ``path``, a row of blocks at a time, atomically.
+
+    The planes are computed a row of ``data``'s blocks at a time (all the
+    blocks of its first planes), in batches, and handed to tifffile page by
+    page; ``options`` are ``tifffile``'s keywords (resolution, ImageJ
+    metadata, see :func:`restore._files.tiff_options`). The file is written
+    beside ``path`` and renamed over it when complete.
+    """
+    import tifffile
+
+    from ._io import atomic_path
+
+    options = dict(options)
+    imagej = options.pop("imagej", False)
+    bigtiff = not imagej and data.nbytes > _BIGTIFF_BYTES
+    with atomic_path(path) as tmp, _local_threads(data.npartitions, progress) as fill, \
+            tifffile.TiffWriter(tmp, bigtiff=bigtiff, imagej=imagej) as tif:
+        if data.ndim == 2:
+            tif.write(fill(data), **options)
+        else:
+            tif.write(_planes(data, fill), shape=data.shape, dtype=data.dtype, **options)
+
+
+def _planes(data: Any, fill: Any) -> Any:
+    """The planes of a lazy 3-D array, computed a row of blocks at a time by ``fill``.
+
+    Each plane is a copy: tifffile keeps the first one, and a view would keep
+    its whole row of planes alive.
+    """
+    edges = np.cumsum((0, *data.chunks[0]))
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        row = fill(data[a:b])
+        for i in range(len(row)):
+            yield row[i].copy()
+        del row  # before the next row is computed
 
 
 def _umask() -> int:
@@ -302,21 +580,77 @@ def _replace(tmp: Path, path: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _compute(job: Any, scheduler: str | None, progress: bool) -> None:
-    """Run a Dask graph on local threads or on a cluster, with a progress bar on stderr."""
+def _batches(chunks: tuple[tuple[int, ...], ...], size: int) -> list[tuple[slice, ...]]:
+    """Boxes of whole chunks, about ``size`` chunks each, that tile the array in C order.
+
+    A box takes whole runs along the last axes first (all of the last
+    axis, then all of the one before, ...) and as many of the next as fit,
+    so that its halo of neighbouring chunks is small for its size.
+    """
+    edges = [np.cumsum((0, *c)) for c in chunks]
+    counts = [len(c) for c in chunks]
+    box, room = [1] * len(counts), max(1, size)
+    for a in reversed(range(len(counts))):
+        box[a] = max(1, min(counts[a], room))
+        room //= box[a]
+        if room <= 1:
+            break
+    starts = np.stack(np.meshgrid(*[range(0, n, b) for n, b in zip(counts, box, strict=True)], indexing="ij"), -1)
+    return [tuple(slice(int(e[s]), int(e[min(s + b, n)])) for e, s, b, n in zip(edges, start, box, counts, strict=True))
+            for start in starts.reshape(-1, len(counts))]
+
+
+def _store(jobs: list[tuple[Any, Any]], scheduler: str | None, progress: bool) -> None:
+    """Compute each lazy array into its target (on its chunks), in order, on a cluster or on local threads."""
     if scheduler is not None:
-        _compute_distributed(job, scheduler, progress)
+        import dask.array as da
+
+        for data, target in jobs:
+            _compute_distributed(da.store(data, target, lock=False, compute=False), scheduler, progress)
         return
+    with _local_threads(sum(data.npartitions for data, _ in jobs), progress) as fill:
+        for data, target in jobs:
+            fill(data, target)
+
+
+@contextlib.contextmanager
+def _local_threads(chunks: int, progress: bool):
+    """Yield ``fill(data, target=None)``: compute ``data`` into ``target`` (or a new array) in batches.
+
+    Dask's local scheduler runs its ready tasks last in, first out: on a
+    whole graph, the cheap reads of the input outrun the denoising, and held
+    input grows with the volume (about +250 MB from 0.25 to 1 GB of
+    float32). Computing :data:`BATCH_VOXELS` of the result at a time bounds
+    it; the overlap of a batch's border chunks is read twice, never computed
+    twice, so the result is the same. (A ``dask.distributed`` scheduler
+    bounds its workers' memory itself: it queues the reads.) One progress
+    bar on stderr counts the ``chunks`` written by all fills.
+    """
     from concurrent.futures import ThreadPoolExecutor
 
     import dask
+    import dask.array as da
 
-    pool = ThreadPoolExecutor(default_num_threads(), thread_name_prefix="restore-dask")
+    threads = default_num_threads()
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="restore-dask")
+    bar = _ChunkBar(chunks) if progress else None
+
+    def fill(data: Any, target: Any = None) -> Any:
+        out = np.empty(data.shape, data.dtype) if target is None else target
+        size = max(threads, BATCH_VOXELS // int(np.prod([c[0] for c in data.chunks])))
+        for box in _batches(data.chunks, size):
+            job = da.store(data[box], out, regions=box, lock=False, compute=False)
+            with bar.batch(data[box].npartitions) if bar else contextlib.nullcontext():
+                dask.compute(job)
+        return out
+
     try:
-        with dask.config.set(scheduler="threads", pool=pool), (_task_bar() if progress else contextlib.nullcontext()):
-            dask.compute(job)
+        with dask.config.set(scheduler="threads", pool=pool):
+            yield fill
     finally:
-        # on Ctrl-C, let the running tasks finish before the caller removes the folder they write into
+        if bar is not None:
+            bar.close()
+        # on Ctrl-C, let the running tasks finish before the caller removes the files they write into
         pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -337,20 +671,36 @@ def _compute_distributed(job: Any, scheduler: str, progress: bool) -> None:
             raise
 
 
-def _task_bar():
-    """Dask's local schedulers' progress as one updating tqdm line on stderr (tasks done of all tasks)."""
-    from dask.callbacks import Callback
-    from tqdm.auto import tqdm
+class _ChunkBar:
+    """One tqdm line on stderr for all batches: chunks written, advanced by the tasks each batch runs."""
 
-    class TaskBar(Callback):
-        def _start_state(self, dsk, state) -> None:
-            total = sum(len(state[k]) for k in ("ready", "waiting", "running", "finished"))
-            self.bar = tqdm(total=total, desc="denoise", unit="task", file=sys.stderr)
+    def __init__(self, total: int) -> None:
+        from tqdm.auto import tqdm
 
-        def _posttask(self, key, result, dsk, state, worker_id) -> None:
-            self.bar.update(1)
+        self.bar = tqdm(total=total, desc="denoise", unit="chunk", file=sys.stderr,
+                        bar_format="{l_bar}{bar}| {n:.0f}/{total} chunks [{elapsed}<{remaining}]")
 
-        def _finish(self, dsk, state, errored) -> None:
-            self.bar.close()
+    def batch(self, chunks: int):
+        """A Dask callback for a batch of ``chunks`` chunks: each of its tasks advances the bar by a share."""
+        from dask.callbacks import Callback
 
-    return TaskBar()
+        bar, start = self.bar, self.bar.n
+
+        class Batch(Callback):
+            share = 0.0
+
+            def _start_state(self, dsk, state) -> None:
+                tasks = sum(len(state[k]) for k in ("ready", "waiting", "running", "finished"))
+                self.share = chunks / max(1, tasks)
+
+            def _posttask(self, key, result, dsk, state, worker_id) -> None:
+                bar.update(self.share)
+
+            def _finish(self, dsk, state, errored) -> None:
+                if not errored:  # whole chunks, whatever the rounding of the shares
+                    bar.update(start + chunks - bar.n)
+
+        return Batch()
+
+    def close(self) -> None:
+        self.bar.close()

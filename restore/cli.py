@@ -202,9 +202,9 @@ def _tree_options(args: argparse.Namespace) -> dict:
 
 
 def cmd_denoise(args: argparse.Namespace) -> int:
-    from ._stores import is_zarr
+    from ._stores import is_zarr, streams
 
-    if is_zarr(args.input) or is_zarr(args.output):
+    if is_zarr(args.input) or is_zarr(args.output) or streams(args.input):
         return _denoise_store(args)
     if args.scheduler is not None:
         raise ValueError(f"--scheduler runs zarr stores (IN and OUT ending in .zarr), not {str(args.input)!r}")
@@ -235,35 +235,79 @@ def cmd_denoise(args: argparse.Namespace) -> int:
 
 
 def _denoise_store(args: argparse.Namespace) -> int:
-    """Zarr in, zarr out: lazy reads, the library's overlapping blocks, chunk by chunk writes."""
-    from . import denoise_wavelet_tree
-    from ._stores import check_zarr_output, is_zarr, noise_sample, open_zarr, write_zarr
+    """Zarr stores and TIFF stacks read lazily: the library's overlapping blocks, written block by block.
 
-    src_path = Path(args.input)
-    if not is_zarr(src_path):
-        raise ValueError(f"output {str(args.output)!r} is a zarr store: the input must be one too, got "
+    Zarr and TIFF convert both ways: a store's OME voxel size becomes the
+    TIFF's resolution and ImageJ spacing, and back.
+    """
+    import contextlib
+
+    from ._files import tiff_info
+    from ._stores import is_tiff, is_zarr, open_tiff, open_zarr
+
+    src_path, dst_path = Path(args.input), Path(args.output)
+    if is_zarr(src_path):
+        src = open_zarr(src_path)
+    elif is_tiff(src_path):
+        src = open_tiff(src_path, tiff_info(src_path))
+    else:
+        raise ValueError(f"output {str(dst_path)!r} is a zarr store: the input must be a zarr store or a TIFF, got "
                          f"{str(src_path)!r}")
-    src = open_zarr(src_path)
-    dst = check_zarr_output(args.output, [src_path], args.force)
+    with contextlib.closing(src):
+        return _denoise_lazy(args, src, dst_path)
+
+
+def _denoise_lazy(args: argparse.Namespace, src: Any, dst_path: Path) -> int:
+
+    from . import denoise_wavelet_tree
+    from ._files import IMAGEJ_DTYPES, TiffInfo, check_output, tiff_info, tiff_options
+    from ._stores import check_zarr_output, is_tiff, is_zarr, noise_sample, tiff_calibration, write_tiff, write_zarr
+
     data = src.data
+    if not is_zarr(dst_path) and not is_tiff(dst_path):
+        raise ValueError(f"{str(src.path)!r} is written to a zarr store (.zarr) or a TIFF (.tif, .tiff), got "
+                         f"{str(dst_path)!r}")
+    if args.scheduler is not None and not (is_zarr(src.path) and is_zarr(dst_path)):
+        raise ValueError("--scheduler runs zarr stores (IN and OUT ending in .zarr), not "
+                         f"{str(dst_path if is_zarr(src.path) else src.path)!r}")
     spatial = src.axes_of("space") if src.ome else list(range(data.ndim))
+    if is_zarr(dst_path):
+        dst = check_zarr_output(dst_path, [src.path], args.force)
+    else:
+        # a TIFF holds planes, or one stack of them: axes of length 1 besides the planes' go
+        plane = spatial[-2:]
+        index = tuple(0 if n == 1 and a not in plane else slice(None) for a, n in enumerate(data.shape))
+        dims = [a for a, i in enumerate(index) if i != 0]
+        if len(dims) > 3:
+            raise ValueError(f"{str(dst_path)!r} (TIFF) holds a plane or a stack of planes; {str(src.path)!r} has "
+                             f"data of shape {data.shape}: write a zarr store (.zarr)")
+        dst = check_output(dst_path, [src.path], args.force)
+        if is_tiff(src.path):
+            info = tiff_info(src.path)
+        else:
+            imagej = _file_dtype(data).name in IMAGEJ_DTYPES
+            info = TiffInfo(**tiff_calibration(src, dims, imagej))
+        stack_axis = {"time": "T", "channel": "C"}.get((src.axes or [{}] * data.ndim)[dims[0]].get("type"), "Z")
     need = 3 if args.volume else 2
     if len(spatial) < need:
-        raise ValueError(f"--volume needs three spatial axes, {str(src_path)!r} has {len(spatial)} (shape "
+        raise ValueError(f"--volume needs three spatial axes, {str(src.path)!r} has {len(spatial)} (shape "
                          f"{data.shape})")
     axes = tuple(spatial[-need:])
     estimating = args.sigma is None or (args.noise == "poisson-gaussian" and args.gain is None)
     channels = [a for a in src.axes_of("channel") if data.shape[a] > 1]
     if estimating and channels:
-        raise ValueError(f"{str(src_path)!r} has {data.shape[channels[0]]} channels, whose noise differs: give "
+        raise ValueError(f"{str(src.path)!r} has {data.shape[channels[0]]} channels, whose noise differs: give "
                          "--sigma (and --gain), or denoise one channel at a time")
     img, scale = _to_float(data)
     sample = noise_sample(img, axes) if estimating else None
     where = f" (on {sample.size} central voxels)" if estimating else ""
     noise = _noise_options(args, scale, sample, None, pooled=True, where=where)
-    out = denoise_wavelet_tree(img, axes=axes, **_tree_options(args), **noise)
-    write_zarr(dst, _from_float(out, data, scale), src, source=str(src_path), scheduler=args.scheduler,
-               progress=not args.quiet)
+    out = _from_float(denoise_wavelet_tree(img, axes=axes, **_tree_options(args), **noise), data, scale)
+    if is_zarr(dst):
+        write_zarr(dst, out, src, source=str(src.path), scheduler=args.scheduler, progress=not args.quiet)
+    else:
+        out = out[index].astype(_file_dtype(data))  # a TIFF holds no booleans: 0 and 1
+        write_tiff(dst, out, tiff_options(info, out, stack_axis), progress=not args.quiet)
     print(f"wrote {dst}")
     return 0
 
@@ -378,6 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="restore", description="Image restoration with tree-structured sparsity.")
     sub = parser.add_subparsers(dest="command", required=True)
     # the defining modules: their signatures own the defaults
+    from ._stores import STREAM_VOXELS
     from ._validation import check_number
     from .denoise import NOISE_MODELS
     from .denoise import denoise_wavelet_tree as den
@@ -391,10 +436,14 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("denoise", help="denoise an image, a stack or a volume",
                        description="Denoise an image (grey or RGB; 8- or 16-bit PNG, TIFF, JPEG, float TIFF), a "
                                    "TIFF stack or a zarr store (a plain array or an OME-Zarr image) by wavelet "
-                                   "tree shrinkage; writes the same bit depth. Zarr stores are read and written "
-                                   "chunk by chunk, with memory that does not grow with the volume.")
+                                   "tree shrinkage; writes the same bit depth. Zarr stores, and TIFF stacks of "
+                                   f"more than {STREAM_VOXELS >> 20} M voxels, are read and written chunk by chunk, "
+                                   "with memory that does not grow with the number of planes. A zarr store may be "
+                                   "written as a TIFF and a TIFF as an OME-Zarr store.")
     d.add_argument("input", help="noisy image file, TIFF stack or zarr store")
-    d.add_argument("output", help="output file, or store (.zarr) for a zarr input (never the input)")
+    d.add_argument("output", help="output file (never the input); a zarr store (.zarr) for a zarr store or a TIFF, "
+                                  "a TIFF (.tif, .tiff) for a zarr store of a plane or a stack: the voxel size goes "
+                                  "across (OME scales and units, TIFF resolution and ImageJ spacing)")
     d.add_argument("--volume", action="store_true",
                    help="the last three spatial axes are one volume, denoised in 3-D (default: plane by plane)")
     d.add_argument("--noise", choices=NOISE_MODELS, default=_default(den, "noise"),
