@@ -449,8 +449,7 @@ def write_zarr(path: Path, data: Any, like: ZarrInput, *, source: str, scheduler
         else:
             target = zarr.create_array(str(tmp), attributes=mark, zarr_format=like.zarr_format, shape=data.shape,
                                        chunks=chunks, **kw)
-        # blocks of the result on the chunks of the store: each chunk is written whole by one task
-        jobs = [(data.rechunk(like.data.chunks), target)]
+        jobs = [(_on_chunks(data, like.data.chunks), target)]
         for level_path, shape, level_chunks, factors in levels:
             low = group.create_array(level_path, shape=shape, chunks=level_chunks, **kw)
             jobs.append((_downsample(jobs[-1][1], factors, level_chunks), low))
@@ -460,6 +459,18 @@ def write_zarr(path: Path, data: Any, like: ZarrInput, *, source: str, scheduler
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _on_chunks(data: Any, chunks: tuple[tuple[int, ...], ...]) -> Any:
+    """``data`` in blocks of whole chunks of a store, so that each chunk is written whole by one task.
+
+    Blocks that already are (the denoiser merges a store's chunks into larger
+    blocks) are kept: split, the blocks of a batch would be computed again
+    for the chunks of the next.
+    """
+    if all(set(np.cumsum(d)) <= set(np.cumsum(c)) for d, c in zip(data.chunks, chunks, strict=True)):
+        return data
+    return data.rechunk(chunks)
 
 
 def _pyramid(like: ZarrInput, shape: tuple[int, ...]) -> list[tuple[str, tuple, tuple, tuple]]:

@@ -318,7 +318,7 @@ _SURE_EVALS = _SURE_GRID + 2 + _SURE_GOLDEN  # risk evaluations (one progress st
 
 
 # SURE measures the risk on at most about this many coefficients (a 512 x 512 plane's): beyond, on a regular subset
-# of whole trees (the risk is a sum over trees, so a subset estimates it), to bound its cost on volumes and large photos.
+# of whole trees (the risk is a sum over trees, so a subset estimates it), to bound its cost on volumes and photos.
 _SURE_MAX_COEFFS = 1 << 19
 
 
@@ -626,7 +626,8 @@ def _choice_for_plane(plane, sigma, penalty, method, plan, penalize_approx, gen,
     c = plan.forward(plane)
     step()
     if method == "sure":
-        c, plan, noise_var = _sure_sample(c, plan, penalize_approx, None if var_map is None else plan.coeff_var(var_map))
+        var = None if var_map is None else plan.coeff_var(var_map)
+        c, plan, noise_var = _sure_sample(c, plan, penalize_approx, var)
     if method == "sure" and var_map is not None:
         return _sure(c, sigma, penalty, plan, penalize_approx, gen, step, per_level=per_level, noise_var=noise_var)
     if method == "sure" and penalty != "l1":
@@ -731,7 +732,8 @@ def denoise_wavelet_tree(
         volume may have fewer along z: those levels then split y and x only,
         4 children per node). Default: in 2-D an approximation band of about
         16 x 16; in 3-D as many levels as leave at least 4 samples on the
-        thinnest axis, the same along every axis.
+        thinnest axis, at most 3, the same along every axis (so that a Dask
+        volume's blocks and their overlaps do not grow with it).
     penalize_approx : bool, default False
         Whether the approximation band is penalised (its coefficients are
         otherwise unpenalised roots of the quad-tree).
@@ -1008,7 +1010,7 @@ def _is_dask(a) -> bool:
 
 
 def _overlap(wavelet: str, levels: int) -> int:
-    """Overlap of Dask blocks along an axis with ``levels`` levels: the support of its deepest basis functions.
+    """Exact reach of a Dask block's border along an axis with ``levels`` levels: its deepest basis functions.
 
     A coarsest coefficient spans ``(L - 1) * (2**levels - 1) + 1`` samples for a
     filter of length ``L``, and its tree group no more than one further
@@ -1016,6 +1018,31 @@ def _overlap(wavelet: str, levels: int) -> int:
     its interior.
     """
     return (pywt.Wavelet(wavelet).dec_len - 1) * ((1 << levels) - 1) + (1 << levels)
+
+
+# Overlap of Dask blocks, in voxels along each axis, at most: past it, what a border changes in the interior is far
+# below the 0.05 dB the lazy result promises (the deep, wide basis functions carry little of a denoised volume), and
+# the exact reach of the defaults (87 voxels: three levels of db3, then the Wiener passes) would make blocks of ~7x
+# their core and the work with them. Tested by test_volume.py's agreement of lazy and in-memory results.
+_MAX_OVERLAP = 32
+# Cores of the Dask blocks span at least this many overlaps along each axis (input chunks are merged to reach it):
+# the redundant work of a block, (1 + 2 / 4)**3 = 3.4 times its core in 3-D, stays bounded whatever the chunks.
+_CORE_PER_OVERLAP = 4
+
+
+def _block_plan(chunk: int, n: int, levels: int, reach: int) -> tuple[int, int]:
+    """Core size (the input's chunk, merged or realigned) and overlap of Dask blocks along an axis of length ``n``.
+
+    Blocks start on the dyadic grid of the whole (a multiple of ``2**levels``
+    from its origin), or each would be decomposed like a shifted copy: both
+    are multiples of ``2**levels``. A core that is a whole number of the
+    input's chunks keeps blocks on the chunks of the store they came from.
+    """
+    step = 1 << levels
+    depth = min(-(-min(reach, _MAX_OVERLAP) // step) * step, n)
+    core = chunk if chunk % step == 0 else max(step, chunk // step * step)
+    core *= max(1, -(-_CORE_PER_OVERLAP * depth // core))
+    return min(core, n), depth
 
 
 def _denoise_dask(image, *, axes, channel_axis, level, wavelet, progress, wiener, **kwargs):
@@ -1027,19 +1054,15 @@ def _denoise_dask(image, *, axes, channel_axis, level, wavelet, progress, wiener
     c_axis = check_channel_axis(channel_axis, ndim)
     sp_axes = _check_axes(axes, ndim, c_axis)
     lv = _levels(tuple(int(image.shape[a]) for a in sp_axes), wavelet, level)
-    # Blocks must start on the dyadic grid of the whole (a multiple of 2**level from its origin), or each
-    # block would be decomposed like a shifted copy: chunks and overlaps are multiples of 2**level.
     depth = {a: 0 for a in range(ndim)}
-    rechunk = {a: -1 for a in range(ndim) if a == c_axis}  # every block holds whole channels
+    chunks = {a: -1 for a in range(ndim) if a == c_axis}  # every block holds whole channels
     for a, n in zip(sp_axes, lv, strict=True):
-        step = 1 << n
         reach = _overlap(wavelet, n) + (sum(_overlap(w, n) for w, _ in _WIENER_PASSES)
                                         if _use_wiener(wiener, len(sp_axes)) else 0)
-        depth[a] = min(-(-reach // step) * step, image.shape[a])
-        sizes = image.chunks[a]
-        if any(c % step for c in sizes[:-1]):
-            rechunk[a] = max(step, sizes[0] // step * step)
-    arr = image.rechunk(rechunk) if rechunk else image
+        core, depth[a] = _block_plan(image.chunks[a][0], int(image.shape[a]), n, reach)
+        if any(c != core for c in image.chunks[a][:-1]):
+            chunks[a] = core
+    arr = image.rechunk(chunks) if chunks else image
     dtype = output_dtype(np.float32 if arr.dtype == np.float16 else arr.dtype)
 
     def block(b):
@@ -1201,12 +1224,15 @@ def _levels(shape: tuple[int, ...], wavelet: str, level) -> tuple[int, ...]:
 
 # 3-D: levels leave at least this many samples on the thinnest axis (2-D keeps about 16, default_level)
 _MIN_SAMPLES_3D = 4
+# ... and are at most this many: deeper levels gain nothing on the benchmark's volumes (bench_volume.py --part
+# choices), and the default must not grow with the volume, or a Dask volume's overlaps (2**level wide) would too
+_MAX_LEVELS_3D = 3
 
 
 def _default_levels(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Default levels per axis of a 3-D transform: down to a few samples on the thinnest axis, equal."""
+    """Default levels per axis of a 3-D transform: down to a few samples on the thinnest axis, at most 3, equal."""
     n = min(shape)
-    return (max(1, int(np.floor(np.log2(max(n, 2) / _MIN_SAMPLES_3D)))),) * len(shape)
+    return (min(_MAX_LEVELS_3D, max(1, int(np.floor(np.log2(max(n, 2) / _MIN_SAMPLES_3D))))),) * len(shape)
 
 
 def _resolve_method(method: str | None, penalty: str) -> str:

@@ -119,20 +119,29 @@ def test_volume_errors(kwargs, match, rng):
 
 def test_dask_agrees_with_memory_on_the_interior(nuclei, rng):
     da = pytest.importorskip("dask.array")
-    big = np.concatenate([nuclei, nuclei[:, ::-1]], axis=2)  # 16 x 64 x 128: two chunks along x
+    tiles = [nuclei, nuclei[:, ::-1], nuclei[:, :, ::-1], nuclei[:, ::-1, ::-1]]
+    big = np.concatenate([tiles[i % 4] for i in range(6)], axis=2)  # 16 x 64 x 384: six chunks along x
     noisy = big + 0.1 * rng.standard_normal(big.shape)
     lazy_in = da.from_array(noisy, chunks=(16, 64, 64))
-    kw = {"axes": (0, 1, 2), "sigma": 0.1, "level": 2, "wavelet": "db2"}
-    ref = denoise_wavelet_tree(noisy, lam=0.12, **kw)
-    lazy = denoise_wavelet_tree(lazy_in, lam=0.12, **kw)
-    assert isinstance(lazy, da.Array)
-    inner = (slice(None), slice(None), slice(24, 104))  # away from the volume's own (periodic) borders
-    np.testing.assert_allclose(lazy.compute()[inner], ref[inner], atol=1e-8)
-    auto = denoise_wavelet_tree(lazy_in, **kw).compute()
-    auto_ref = denoise_wavelet_tree(noisy, **kw)
+    inner = (slice(None), slice(None), slice(64, 320))  # away from the volume's own (periodic) borders
+    # overlaps of the exact reach (one pass of two levels of db2: 16 voxels) give the in-memory result
+    exact = {"axes": (0, 1, 2), "sigma": 0.1, "level": 2, "wavelet": "db2", "wiener": False}
+    lazy = denoise_wavelet_tree(lazy_in, lam=0.12, **exact)
+    assert isinstance(lazy, da.Array) and lazy.numblocks == (1, 1, 6)
+    np.testing.assert_allclose(lazy.compute()[inner], denoise_wavelet_tree(noisy, lam=0.12, **exact)[inner], atol=1e-8)
+    # three levels and the Wiener passes reach past the bounded overlap: the interior still agrees
+    deep = {"axes": (0, 1, 2), "sigma": 0.1, "level": 3}
+    lazy = denoise_wavelet_tree(lazy_in, lam=0.12, **deep)
+    assert lazy.numblocks[2] > 1
+    out, ref = lazy.compute(), denoise_wavelet_tree(noisy, lam=0.12, **deep)
+    assert np.abs(out - ref)[inner].max() < 1e-3
+    assert abs(psnr(out[inner], big[inner]) - psnr(ref[inner], big[inner])) < 0.01
+    # lam chosen by SURE on each block, as against on the whole
+    auto = denoise_wavelet_tree(lazy_in, **exact).compute()
+    auto_ref = denoise_wavelet_tree(noisy, **exact)
     assert abs(psnr(auto[inner], big[inner]) - psnr(auto_ref[inner], big[inner])) < 0.05
     with pytest.raises(ValueError, match="progress is not available"):
-        denoise_wavelet_tree(lazy_in, progress=lambda d, t: None, **kw)
+        denoise_wavelet_tree(lazy_in, progress=lambda d, t: None, **exact)
 
 
 def test_per_level_sure_in_3d_and_its_progress(nuclei, rng):
@@ -281,3 +290,20 @@ def test_choose_lam_refuses_what_it_cannot_choose_for(kwargs, match):
 
     with pytest.raises(ValueError, match=match):
         choose_lam(np.zeros((8, 16, 16)), sigma=0.1, **kwargs)
+
+
+def test_one_block_of_a_lazy_volume_reads_a_neighbourhood_that_does_not_grow_with_the_volume():
+    """With the default levels, a Dask volume is denoised block by block: a block of the result needs the
+    input chunks around it, as many for a 64 GB volume as for an 8 GB one (the default depth is bounded)."""
+    da = pytest.importorskip("dask.array")
+    from dask.core import flatten
+    from dask.optimization import cull
+
+    reads = []
+    for shape in [(512, 2048, 2048), (1024, 4096, 4096)]:  # lazy zeros: nothing is allocated
+        x = da.zeros(shape, chunks=(32, 256, 256), dtype=np.float32)
+        out = denoise_wavelet_tree(x, axes=(0, 1, 2), sigma=0.1)
+        block = out.blocks[tuple(n // 2 for n in out.numblocks)]
+        needed, _ = cull(dict(block.__dask_graph__()), list(flatten(block.__dask_keys__())))
+        reads.append(sum(1 for k in needed if isinstance(k, tuple) and k[0] == x.name))
+    assert reads[0] == reads[1] < 200
