@@ -288,7 +288,7 @@ def part_memory(args) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--part", choices=("methods", "choices", "memory", "all"), default="methods")
+    ap.add_argument("--part", choices=("methods", "choices", "memory", "all"), nargs="+", default=["methods"])
     ap.add_argument("--planes", type=int, nargs="+", default=[64, 128, 256, 512, 1024],
                     help="volumes of the memory part: this many planes of 512 x 512")
     ap.add_argument("--max-in-memory", type=int, default=128, help="most planes also denoised in memory")
@@ -300,7 +300,7 @@ def main() -> None:
           f"{os.cpu_count()} CPUs, Python {platform.python_version()}, restore at {git_state()}")
     out = {}
     for part, fn in (("methods", part_methods), ("choices", part_choices), ("memory", part_memory)):
-        if args.part in (part, "all"):
+        if part in args.part or "all" in args.part:
             out[part] = fn(args)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, default=str) + "\n")

@@ -705,9 +705,10 @@ def denoise_wavelet_tree(
         with channels along ``channel_axis`` if given; with
         ``axes=(0, 1, 2)``, a volume (P, M, N). A Dask array gives a lazy Dask
         array, computed block by block with overlaps
-        (:func:`dask.array.map_overlap`) wide enough that it agrees with the
-        in-memory result away from the volume's borders; with ``lam``
-        chosen automatically, each block chooses its own. Integer images are
+        (:func:`dask.array.map_overlap`) of up to 32 voxels, so that it agrees
+        with the in-memory result away from the volume's borders (exactly
+        when the basis functions reach no further); with ``lam`` chosen
+        automatically, each block chooses its own. Integer images are
         converted to float in [0, 1] (:func:`skimage.util.img_as_float`);
         float images are neither rescaled nor clipped.
     sigma : float or sequence of float, optional
