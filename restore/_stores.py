@@ -464,13 +464,16 @@ def write_zarr(path: Path, data: Any, like: ZarrInput, *, source: str, scheduler
 def _on_chunks(data: Any, chunks: tuple[tuple[int, ...], ...]) -> Any:
     """``data`` in blocks of whole chunks of a store, so that each chunk is written whole by one task.
 
-    Blocks that already are (the denoiser merges a store's chunks into larger
-    blocks) are kept: split, the blocks of a batch would be computed again
-    for the chunks of the next.
+    Along each axis the coarser of the two chunkings is kept where one nests
+    in the other: the denoiser's blocks merge a store's small chunks and
+    split its large ones, and split again, the blocks of a batch would be
+    computed again for the chunks of the next.
     """
-    if all(set(np.cumsum(d)) <= set(np.cumsum(c)) for d, c in zip(data.chunks, chunks, strict=True)):
-        return data
-    return data.rechunk(chunks)
+    out = []
+    for mine, theirs in zip(data.chunks, chunks, strict=True):
+        a, b = set(np.cumsum(mine)), set(np.cumsum(theirs))
+        out.append(mine if a <= b else theirs)  # theirs: coarser, or (neither nesting) what each task must write
+    return data if tuple(out) == data.chunks else data.rechunk(tuple(out))
 
 
 def _pyramid(like: ZarrInput, shape: tuple[int, ...]) -> list[tuple[str, tuple, tuple, tuple]]:

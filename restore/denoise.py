@@ -1026,24 +1026,34 @@ def _overlap(wavelet: str, levels: int) -> int:
 # the exact reach of the defaults (87 voxels: three levels of db3, then the Wiener passes) would make blocks of ~7x
 # their core and the work with them. Tested by test_volume.py's agreement of lazy and in-memory results.
 _MAX_OVERLAP = 32
-# Cores of the Dask blocks span at least this many overlaps along each axis (input chunks are merged to reach it):
-# the redundant work of a block, (1 + 2 / 4)**3 = 3.4 times its core in 3-D, stays bounded whatever the chunks.
+# Cores of the Dask blocks span at least this many overlaps along each axis: the redundant work of a block,
+# (1 + 2 / 4)**3 = 3.4 times its core in 3-D, stays bounded whatever the input's chunks.
 _CORE_PER_OVERLAP = 4
+# ... and at most this many voxels along each axis: a block's memory (about 150 bytes a voxel at the defaults, so
+# 1.1 GB for a core of 128**3 with overlaps of 32) stays bounded whatever the input's chunks (planes of 2048 x 2048
+# are common in microscopy stores). 4 overlaps of at most 32 voxels fit.
+_MAX_CORE = 128
 
 
 def _block_plan(chunk: int, n: int, levels: int, reach: int) -> tuple[int, int]:
-    """Core size (the input's chunk, merged or realigned) and overlap of Dask blocks along an axis of length ``n``.
+    """Core size and overlap of Dask blocks along an axis of length ``n`` whose chunks are ``chunk`` long.
 
     Blocks start on the dyadic grid of the whole (a multiple of ``2**levels``
     from its origin), or each would be decomposed like a shifted copy: both
-    are multiples of ``2**levels``. A core that is a whole number of the
-    input's chunks keeps blocks on the chunks of the store they came from.
+    are multiples of ``2**levels``. The core is the input's chunk when it
+    spans :data:`_CORE_PER_OVERLAP` overlaps to :data:`_MAX_CORE` voxels,
+    else the fewest of its chunks merged, or the fewest parts it splits
+    into, that do, so that blocks keep to the chunks of the store they came
+    from; with none, the largest multiple of ``2**levels`` within
+    :data:`_MAX_CORE`.
     """
     step = 1 << levels
     depth = min(-(-min(reach, _MAX_OVERLAP) // step) * step, n)
-    core = chunk if chunk % step == 0 else max(step, chunk // step * step)
-    core *= max(1, -(-_CORE_PER_OVERLAP * depth // core))
-    return min(core, n), depth
+    low, high = max(step, _CORE_PER_OVERLAP * depth), max(step, _MAX_CORE // step * step)
+    merged = [chunk * m for m in range(1, high // chunk + 1)]
+    split = [chunk // k for k in range(2, chunk + 1) if chunk % k == 0]
+    fits = [c for c in merged + split if c % step == 0 and low <= c <= high]
+    return min(fits[0] if fits else high, n), depth
 
 
 def _denoise_dask(image, *, axes, channel_axis, level, wavelet, progress, wiener, **kwargs):
@@ -1061,7 +1071,8 @@ def _denoise_dask(image, *, axes, channel_axis, level, wavelet, progress, wiener
         reach = _overlap(wavelet, n) + (sum(_overlap(w, n) for w, _ in _WIENER_PASSES)
                                         if _use_wiener(wiener, len(sp_axes)) else 0)
         core, depth[a] = _block_plan(image.chunks[a][0], int(image.shape[a]), n, reach)
-        if any(c != core for c in image.chunks[a][:-1]):
+        sizes = image.chunks[a]
+        if any(c != core for c in sizes[:-1]) or sizes[-1] > core:
             chunks[a] = core
     arr = image.rechunk(chunks) if chunks else image
     dtype = output_dtype(np.float32 if arr.dtype == np.float16 else arr.dtype)
