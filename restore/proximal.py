@@ -33,6 +33,9 @@ _TREE_KERNELS = {
     "tree_linf": _core.prox_tree_linf,
     "tree_l0": _core.prox_tree_l0,
 }
+# Rows of float and int scratch space each tree kernel uses (its ``work`` and ``iwork``): allocating only
+# those keeps tree_l2's scratch at 16 bytes a node instead of 48 (a 7 M-coefficient volume block: 110 MB).
+_SCRATCH_ROWS = {"tree_l2": (2, 0), "tree_linf": (4, 2), "tree_l0": (2, 1)}
 _VALUE_KIND = {"tree_l2": 0, "tree_linf": 1, "tree_l0": 2}
 
 # Below this many entries a batch is not worth handing to threads.
@@ -47,19 +50,19 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
-def _workspace(m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Float (4, m) and int (2, m) scratch arrays for the calling thread."""
+def _workspace(m: int, rows: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Float (rows[0], m) and int (rows[1], m) scratch arrays for the calling thread."""
     ws = getattr(_local, "ws", None)
-    if ws is not None and ws[0].shape[1] >= m:
+    if ws is not None and ws[0].shape[1] >= m and ws[0].shape[0] >= rows[0] and ws[1].shape[0] >= rows[1]:
         return ws
-    ws = (np.empty((4, m)), np.empty((2, m), dtype=np.int64))
-    if 48 * m <= _WORKSPACE_CACHE_BYTES:
+    ws = (np.empty((rows[0], m)), np.empty((rows[1], m), dtype=np.int64))
+    if 8 * sum(rows) * m <= _WORKSPACE_CACHE_BYTES:
         _local.ws = ws
     return ws
 
 
-def _run_tree_kernel(kernel, X, r0, r1, flat, lams) -> None:
-    work, iwork = _workspace(max(flat.parent.shape[0], flat.perm.shape[0]))
+def _run_tree_kernel(kernel, X, r0, r1, flat, lams, rows: tuple[int, int]) -> None:
+    work, iwork = _workspace(max(flat.parent.shape[0], flat.perm.shape[0]), rows)
     kernel(X, r0, r1, *flat, lams, work, iwork)
 
 
@@ -132,8 +135,8 @@ def _prox_range(penalty: str, tree: Tree | None, lam: float | np.ndarray, n: int
         return lambda X, r0, r1: _core.prox_l1(X, r0, r1, lams)
     if penalty == "l0":
         return lambda X, r0, r1: _core.prox_l0(X, r0, r1, lams)
-    tree_kernel, flat = _TREE_KERNELS[penalty], tree._flat  # noqa: SLF001
-    return lambda X, r0, r1: _run_tree_kernel(tree_kernel, X, r0, r1, flat, lams)
+    tree_kernel, flat, rows = _TREE_KERNELS[penalty], tree._flat, _SCRATCH_ROWS[penalty]  # noqa: SLF001
+    return lambda X, r0, r1: _run_tree_kernel(tree_kernel, X, r0, r1, flat, lams, rows)
 
 
 def _map_rows(task, n: int, p: int, n_threads: int | None = None) -> None:
