@@ -1070,8 +1070,8 @@ def _denoise_dask(image, *, axes, channel_axis, level, wavelet, progress, wiener
     for a, n in zip(sp_axes, lv, strict=True):
         reach = _overlap(wavelet, n) + (sum(_overlap(w, n) for w, _ in _WIENER_PASSES)
                                         if _use_wiener(wiener, len(sp_axes)) else 0)
-        core, depth[a] = _block_plan(image.chunks[a][0], int(image.shape[a]), n, reach)
         sizes = image.chunks[a]
+        core, depth[a] = _block_plan(sizes[0], int(image.shape[a]), n, reach)
         if any(c != core for c in sizes[:-1]) or sizes[-1] > core:
             chunks[a] = core
     arr = image.rechunk(chunks) if chunks else image

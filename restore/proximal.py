@@ -28,14 +28,13 @@ PENALTIES: tuple[str, ...] = ("l1", "l0", "tree_l2", "tree_linf", "tree_l0")
 TREE_PENALTIES: tuple[str, ...] = ("tree_l2", "tree_linf", "tree_l0")
 """The penalties defined on a :class:`~restore.Tree`."""
 
+# Each tree kernel with the rows of float and int scratch space it uses (its ``work`` and ``iwork``): allocating
+# only those keeps tree_l2's scratch at 16 bytes a node instead of 48 (a 7 M-coefficient volume block: 110 MB).
 _TREE_KERNELS = {
-    "tree_l2": _core.prox_tree_l2,
-    "tree_linf": _core.prox_tree_linf,
-    "tree_l0": _core.prox_tree_l0,
+    "tree_l2": (_core.prox_tree_l2, (2, 0)),
+    "tree_linf": (_core.prox_tree_linf, (4, 2)),
+    "tree_l0": (_core.prox_tree_l0, (2, 1)),
 }
-# Rows of float and int scratch space each tree kernel uses (its ``work`` and ``iwork``): allocating only
-# those keeps tree_l2's scratch at 16 bytes a node instead of 48 (a 7 M-coefficient volume block: 110 MB).
-_SCRATCH_ROWS = {"tree_l2": (2, 0), "tree_linf": (4, 2), "tree_l0": (2, 1)}
 _VALUE_KIND = {"tree_l2": 0, "tree_linf": 1, "tree_l0": 2}
 
 # Below this many entries a batch is not worth handing to threads.
@@ -135,7 +134,7 @@ def _prox_range(penalty: str, tree: Tree | None, lam: float | np.ndarray, n: int
         return lambda X, r0, r1: _core.prox_l1(X, r0, r1, lams)
     if penalty == "l0":
         return lambda X, r0, r1: _core.prox_l0(X, r0, r1, lams)
-    tree_kernel, flat, rows = _TREE_KERNELS[penalty], tree._flat, _SCRATCH_ROWS[penalty]  # noqa: SLF001
+    (tree_kernel, rows), flat = _TREE_KERNELS[penalty], tree._flat  # noqa: SLF001
     return lambda X, r0, r1: _run_tree_kernel(tree_kernel, X, r0, r1, flat, lams, rows)
 
 

@@ -1,8 +1,12 @@
-"""What the plugin tests share: the widgets' names, and docking and pressing them as a user would."""
+"""What the plugin tests share: the widgets' names, and docking, pressing and cancelling them as a user would."""
+
+import threading
+import time
 
 PLUGIN = "restore-tree"
 DENOISE, INPAINT, LEARN = "Denoise (wavelet tree)", "Inpaint", "Learn dictionary"
 TIMEOUT = 30_000  # a widget's job on a test image, first-use compilation included
+CANCEL_BOUND_S = 1.5  # "Cancel acts within about a second", with room for a busy test machine
 
 
 def dock(viewer, qtbot, name, timeout=TIMEOUT):
@@ -18,3 +22,16 @@ def press(qtbot, viewer, widget, button, timeout=TIMEOUT):
     button.clicked.emit()
     qtbot.waitUntil(lambda: not widget.busy, timeout=timeout)
     return [layer for layer in viewer.layers if layer.name not in before]
+
+
+def cancel(qtbot, widget, timeout=TIMEOUT):
+    """Click Cancel on a busy widget and wait until it is idle; return the seconds that took."""
+    t0 = time.perf_counter()
+    widget.cancel_button.clicked.emit()
+    qtbot.waitUntil(lambda: not widget.busy, timeout=timeout)
+    return time.perf_counter() - t0
+
+
+def library_threads():
+    """The plugin's threads still running a library call (named by ``Control.call``)."""
+    return [t for t in threading.enumerate() if t.name == "restore-call"]
