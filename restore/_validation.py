@@ -186,6 +186,32 @@ def check_channel_axis(channel_axis: Any, ndim: int) -> int | None:
                      f"use None or an integer in [{-ndim}, {ndim})")
 
 
+def check_image_layout(shape: Sequence[int], dtype: Any, *, name: str = "image", channel_axis: Any = None,
+                       spatial: int = 2, exact: bool = False, min_side: int = 2) -> int | None:
+    """Check an image's dtype and shape (before reading any of it); its channel axis, non-negative or None.
+
+    The parameters are those of :func:`check_image`: lazy arrays (Dask) are
+    checked with this at the call, their values only block by block.
+    """
+    shape, dtype = tuple(int(s) for s in shape), np.dtype(dtype)
+    ndim = len(shape)
+    if dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be a real numeric array (bool, integer or float), got dtype {dtype}")
+    axis = check_channel_axis(channel_axis, max(ndim, 1))
+    need = spatial + (axis is not None)
+    if ndim < need or (exact and ndim != need):
+        what = f"{'exactly' if exact else 'at least'} {need} dimensions"
+        layout = ("(M, N" if spatial == 2 else "(P, M, N") + (", C)" if axis is not None else ")")
+        hint = "; for colour, pass channel_axis" if axis is None and ndim == need + 1 else ""
+        raise ValueError(f"{name} must have {what} {layout}, got shape {shape}{hint}")
+    sides = [s for i, s in enumerate(shape) if i != axis][-spatial:]
+    if 0 in shape:
+        raise ValueError(f"{name} is empty (shape {shape}): it needs at least {min_side} pixels a side")
+    if min(sides) < min_side:
+        raise ValueError(f"{name} must have at least {min_side} pixels on each spatial side, got shape {shape}")
+    return axis
+
+
 def check_image(image: ArrayLike, *, name: str = "image", channel_axis: Any = None, spatial: int = 2,
                 exact: bool = False, min_side: int = 2, finite: bool = True,
                 copy: bool = False) -> tuple[np.ndarray, int | None]:
@@ -215,21 +241,8 @@ def check_image(image: ArrayLike, *, name: str = "image", channel_axis: Any = No
         Return a copy even when no conversion was needed.
     """
     arr = np.asarray(image)
-    if arr.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be a real numeric array (bool, integer or float), got dtype {arr.dtype}")
-    axis = check_channel_axis(channel_axis, max(arr.ndim, 1))
-    need = spatial + (axis is not None)
-    if arr.ndim < need or (exact and arr.ndim != need):
-        what = f"{'exactly' if exact else 'at least'} {need} dimensions"
-        layout = ("(M, N" if spatial == 2 else "(P, M, N") + (", C)" if axis is not None else ")")
-        hint = "; for colour, pass channel_axis" if axis is None and arr.ndim == need + 1 else ""
-        raise ValueError(f"{name} must have {what} {layout}, got shape {arr.shape}{hint}")
-    sides = [s for i, s in enumerate(arr.shape) if i != axis][-spatial:]
-    if arr.size == 0:
-        raise ValueError(f"{name} is empty (shape {arr.shape}): it needs at least {min_side} pixels a side")
-    if min(sides) < min_side:
-        raise ValueError(f"{name} must have at least {min_side} pixels on each spatial side, "
-                         f"got shape {arr.shape}")
+    axis = check_image_layout(arr.shape, arr.dtype, name=name, channel_axis=channel_axis, spatial=spatial,
+                              exact=exact, min_side=min_side)
     if arr.dtype.kind == "f":
         out = arr.astype(np.float32) if arr.dtype == np.float16 else (arr.copy() if copy else arr)
     else:

@@ -16,9 +16,9 @@ from ._config import default_num_threads
 from ._progress import ProgressCallback, Steps
 from ._validation import (
     check_callable,
-    check_channel_axis,
     check_choice,
     check_image,
+    check_image_layout,
     check_int,
     check_level,
     check_number,
@@ -625,6 +625,10 @@ def _choice_for_plane(plane, sigma, penalty, method, plan, penalize_approx, gen,
     per_level = _per_level(method, penalty, plan, per_level)
     c = plan.forward(plane)
     step()
+    if method == "sure" and sigma == 0:  # no noise, nothing to shrink: the evaluations SURE would make are done
+        if steps is not None:
+            steps(_lam_steps(method, penalty, plan, per_level, var_map is not None) - 1)
+        return 0.0, None
     if method == "sure":
         var = None if var_map is None else plan.coeff_var(var_map)
         c, plan, noise_var = _sure_sample(c, plan, penalize_approx, var)
@@ -705,10 +709,13 @@ def denoise_wavelet_tree(
         with channels along ``channel_axis`` if given; with
         ``axes=(0, 1, 2)``, a volume (P, M, N). A Dask array gives a lazy Dask
         array, computed block by block with overlaps
-        (:func:`dask.array.map_overlap`) of up to 32 voxels, so that it agrees
-        with the in-memory result away from the volume's borders (exactly
-        when the basis functions reach no further); with ``lam`` chosen
-        automatically, each block chooses its own. Integer images are
+        (:func:`dask.array.map_overlap`) of up to 32 voxels (256 pixels in
+        2-D), so that it agrees with the in-memory result away from the
+        volume's borders (exactly when the basis functions reach no further):
+        blocks have the levels of the whole, its photon noise (estimated
+        once, on at most 16 M voxels of whole planes spread through it), and,
+        with ``lam`` chosen automatically, choose their own. Every setting is
+        checked at the call; the values (NaN, inf) block by block. Integer images are
         converted to float in [0, 1] (:func:`skimage.util.img_as_float`);
         float images are neither rescaled nor clipped.
     sigma : float or sequence of float, optional
@@ -729,7 +736,7 @@ def denoise_wavelet_tree(
     wavelet : str, default 'db3'
         An orthogonal PyWavelets wavelet (``'haar'``, ``'db3'``, ``'sym4'``...).
     level : int or sequence of int, optional
-        Decomposition levels, or one per transformed axis (an anisotropic
+        Decomposition levels, or in 3-D one per axis of ``axes``, in its order (an anisotropic
         volume may have fewer along z: those levels then split y and x only,
         4 children per node). Default: in 2-D an approximation band of about
         16 x 16; in 3-D as many levels as leave at least 4 samples on the
@@ -857,46 +864,31 @@ def denoise_wavelet_tree(
     >>> bool(np.mean((out - clean) ** 2) < 0.25 * np.mean((noisy - clean) ** 2))
     True
     """
-    if _is_dask(image):
-        return _denoise_dask(image, sigma=sigma, lam=lam, penalty=penalty, wavelet=wavelet, level=level,
-                             penalize_approx=penalize_approx, cycle_spins=cycle_spins, channel_axis=channel_axis,
-                             axes=axes, noise=noise, gain=gain, per_level=per_level, wiener=wiener, rng=rng,
-                             progress=progress)
-    n_axes = 2 if axes is None else len(_check_axes(axes, np.ndim(image), None, channels_checked=False))
-    img, c_axis = check_image(image, channel_axis=channel_axis, spatial=n_axes)
-    n_shifts = max(check_int("cycle_spins", cycle_spins, min=0), 1)
-    check_callable("progress", progress)
-    check_choice("noise", noise, NOISE_MODELS, plural="noise models")
-    check_choice("wiener", wiener, (None, True, False), plural="values")
-    if gain is not None and noise != "poisson-gaussian":
-        raise ValueError(f"gain={gain!r} applies to noise='poisson-gaussian' only, got noise={noise!r}")
-    sp_axes = _check_axes(axes, img.ndim, c_axis)
+    lazy = _is_dask(image)
+    arr = image if lazy else np.asarray(image)
+    opts = _check_options(arr.shape, arr.dtype, sigma=sigma, lam=lam, penalty=penalty, wavelet=wavelet, level=level,
+                          penalize_approx=penalize_approx, cycle_spins=cycle_spins, channel_axis=channel_axis,
+                          axes=axes, noise=noise, gain=gain, per_level=per_level, wiener=wiener, rng=rng,
+                          progress=progress)
+    if lazy:
+        return _denoise_dask(arr, opts, sigma=sigma, lam=lam, penalty=penalty, wavelet=wavelet,
+                             penalize_approx=penalize_approx, cycle_spins=cycle_spins, noise=noise, gain=gain,
+                             per_level=per_level, wiener=wiener, progress=progress)
+    img, c_axis = check_image(arr, channel_axis=opts.c_axis, spatial=len(opts.sp_axes))
+    n_shifts, method, lams_given, weights_given = opts.n_shifts, opts.method, opts.lams, opts.level_weights
+    sp_axes = opts.sp_axes
+    plan = _plan(tuple(int(img.shape[a]) for a in sp_axes), wavelet, opts.levels, opts.penalize_approx)
     # channels last, the transformed axes just before them, the rest (stacks of planes or volumes) first
     order = [i for i in range(img.ndim) if i not in sp_axes and i != c_axis] + list(sp_axes)
     order += [] if c_axis is None else [c_axis]
     x = np.transpose(img, order)
-    n_sp = len(sp_axes)
-    plane_shape = x.shape[-n_sp - 1:-1] if c_axis is not None else x.shape[-n_sp:]
-    n_channels = x.shape[-1] if c_axis is not None else 1
-    plan = _setup(plane_shape, penalty, wavelet, level, penalize_approx)
-    weights_given = None
-    if lam is None or isinstance(lam, str):
-        method, lams_given = _resolve_method(lam, penalty), None
-    elif isinstance(lam, LamChoice):
-        method, lams_given = None, check_per_channel("lam", lam.lam, n_channels)
-        weights_given = lam.level_weights or None
-        if weights_given is not None and (len(weights_given) != n_channels or any(
-                w is not None and len(w) != plan.level for w in weights_given)):
-            raise ValueError(f"lam is a LamChoice with level weights for {len(weights_given)} channel(s) of "
-                             f"another transform: expected {n_channels} channel(s) of {plan.level} levels")
-    else:
-        method, lams_given = None, check_per_channel("lam", lam, n_channels)
+    n_sp, n_channels, sigmas_given = len(sp_axes), opts.n_channels, opts.sigmas
     if noise == "poisson-gaussian":
-        model = _photon_model(x, gain, sigma, c_axis is not None)
+        model = _photon_model(x, opts.gain, opts.read_noise, c_axis is not None)
+        if gain is not None:
+            _check_gain_scale(model.gain, x, arr.dtype)
         x = anscombe(x, model.gain, model.sigma)
-        sigma = 1.0  # the transform's stabilised noise
-    sigmas_given = None if sigma is None else check_per_channel("sigma", sigma, n_channels)
-    gen = np.random.default_rng(0 if rng is None else rng)
+        sigmas_given = [1.0] * n_channels  # the transform's stabilised noise
     out = np.empty(x.shape, dtype=np.float64)
     lead = x.shape[:-n_sp - 1] if c_axis is not None else x.shape[:-n_sp]
     use_wiener = _use_wiener(wiener, n_sp)
@@ -904,7 +896,7 @@ def denoise_wavelet_tree(
     passes = [(replace(plan, wavelet=w), _wiener_shifts(n_shifts, k)) for w, k in _WIENER_PASSES] if use_wiener else []
     tree_shifts = _pilot_shifts(n_shifts) if passes else n_shifts
     per_channel = (_lam_steps(method, penalty, plan, per_level, noise == "poisson-gaussian")
-                   + _shrink_steps(tree_shifts) + (sigma is None and (method is not None or use_wiener))
+                   + _shrink_steps(tree_shifts) + (sigmas_given is None and (method is not None or use_wiener))
                    + sum(2 * k for _, k in passes))
     steps = Steps(progress, int(np.prod(lead, dtype=np.int64)) * n_channels * per_channel, start=True)
     for idx in np.ndindex(*lead):
@@ -914,13 +906,15 @@ def denoise_wavelet_tree(
                     else [None] * len(channels))
         if method is not None or passes:
             sigmas = _channel_sigmas(sigmas_given, channels)
-            if sigma is None:
+            if sigmas_given is None:
                 steps(len(channels))
         if method is None:
             choices = [(lm, None if weights_given is None or weights_given[c] is None else np.array(weights_given[c]))
                        for c, lm in enumerate(lams_given)]
         else:
-            choices = [_choice_for_plane(ch, s, penalty, method, plan, penalize_approx, gen, steps, per_level, vm)
+            # SURE's probe starts afresh on each plane and channel: a plane denoises as on its own, in any block
+            choices = [_choice_for_plane(ch, s, penalty, method, plan, penalize_approx,
+                                         np.random.default_rng(opts.seed), steps, per_level, vm)
                        for ch, s, vm in zip(channels, sigmas, var_maps, strict=True)]
         den = [_denoise_plane(ch, lm, penalty, plan, penalize_approx, tree_shifts, steps, w, vm)
                for ch, (lm, w), vm in zip(channels, choices, var_maps, strict=True)]
@@ -931,7 +925,98 @@ def denoise_wavelet_tree(
     if noise == "poisson-gaussian":
         out = inverse_anscombe(out, model.gain, model.sigma)
     out = np.transpose(out, np.argsort(order))
-    return restore_dtype(out, np.asarray(image).dtype)
+    return restore_dtype(out, arr.dtype)
+
+
+@dataclass(frozen=True)
+class _Options:
+    """The validated settings of :func:`denoise_wavelet_tree`, read from the image's shape and dtype alone."""
+
+    c_axis: int | None
+    sp_axes: tuple[int, ...]  # increasing
+    levels: tuple[int, ...]  # one per axis of sp_axes
+    penalize_approx: bool
+    n_shifts: int
+    n_channels: int
+    method: str | None  # 'sure' or 'rule'; None: lam given
+    lams: list[float] | None
+    level_weights: list | None
+    sigmas: list[float] | None  # Gaussian noise, one per channel; None: estimated
+    gain: float | None  # Poisson-Gaussian
+    read_noise: float | None  # Poisson-Gaussian
+    seed: int
+
+
+def _check_options(shape, dtype, *, sigma, lam, penalty, wavelet, level, penalize_approx, cycle_spins, channel_axis,
+                   axes, noise, gain, per_level, wiener, rng, progress) -> _Options:
+    """Every check of :func:`denoise_wavelet_tree` that needs no pixel: in memory and, at the call, for Dask."""
+    ndim = len(shape)
+    n_axes = 2 if axes is None else len(_check_axes(axes, ndim, None, channels_checked=False))
+    c_axis = check_image_layout(shape, dtype, channel_axis=channel_axis, spatial=n_axes)
+    n_shifts = max(check_int("cycle_spins", cycle_spins, min=0), 1)
+    check_callable("progress", progress)
+    check_choice("noise", noise, NOISE_MODELS, plural="noise models")
+    check_choice("wiener", wiener, (None, True, False), plural="values")
+    check_choice("per_level", per_level, (None, True, False), plural="values")
+    if gain is not None and noise != "poisson-gaussian":
+        raise ValueError(f"gain={gain!r} applies to noise='poisson-gaussian' only, got noise={noise!r}")
+    sp_axes = _check_axes(axes, ndim, c_axis)
+    if axes is not None and np.ndim(level) == 1 and len(level) == len(sp_axes):
+        # one level per axis, in the order of ``axes``: read in the increasing order of the axes
+        level = tuple(level[i] for i in np.argsort([int(a) % ndim for a in axes]))
+    n_channels = shape[c_axis] if c_axis is not None else 1
+    check_choice("penalty", penalty, PENALTIES, plural="penalties")
+    levels = _levels(tuple(int(shape[a]) for a in sp_axes), wavelet, level)
+    n_levels = max(levels)
+    weights, lams = None, None
+    if lam is None or isinstance(lam, str):
+        method = _resolve_method(lam, penalty)
+    elif isinstance(lam, LamChoice):
+        method, lams = None, check_per_channel("lam", lam.lam, n_channels)
+        weights = lam.level_weights or None
+        if weights is not None and (len(weights) != n_channels or any(
+                w is not None and len(w) != n_levels for w in weights)):
+            raise ValueError(f"lam is a LamChoice with level weights for {len(weights)} channel(s) of "
+                             f"another transform: expected {n_channels} channel(s) of {n_levels} levels")
+    else:
+        method, lams = None, check_per_channel("lam", lam, n_channels)
+    sigmas = read_noise = None
+    if noise == "poisson-gaussian":
+        if gain is not None:
+            gain = check_number("gain (image units per photon)", gain, min=0.0, strict=True)
+        if sigma is not None:
+            if np.ndim(sigma) != 0:
+                raise ValueError(f"sigma must be one number with noise='poisson-gaussian' (the camera's read "
+                                 f"noise, shared by all channels), got {sigma!r}")
+            read_noise = check_number("sigma", sigma, min=0.0)
+    elif sigma is not None:
+        sigmas = check_per_channel("sigma", sigma, n_channels)
+    return _Options(c_axis, sp_axes, levels, bool(penalize_approx), n_shifts, n_channels, method, lams, weights,
+                    sigmas, gain, read_noise, _seed(rng))
+
+
+def _seed(rng) -> int:
+    """The seed of SURE's probe: ``rng`` (default 0), or one drawn from a Generator."""
+    if rng is None:
+        return 0
+    if isinstance(rng, np.random.Generator):
+        return int(rng.integers(2**63))
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
+        return int(rng)
+    raise ValueError(f"rng must be None, an integer >= 0 or a numpy.random.Generator, got {rng!r}")
+
+
+def _check_gain_scale(gain: float, x: np.ndarray, dtype: np.dtype) -> None:
+    """Refuse a gain above an integer image's largest value: it was given in counts, not in [0, 1] units."""
+    if np.dtype(dtype).kind not in "ui":
+        return
+    top = float(x.max())
+    if 0 < top < gain:
+        scale = float(np.iinfo(dtype).max)
+        raise ValueError(f"gain={gain!r} (image units per photon) is larger than the image's largest value {top:.4g}: "
+                         f"every sample would hold less than one photon. Integer images are read in [0, 1] "
+                         f"(divided by {scale:.0f} for {np.dtype(dtype)}, as skimage.util.img_as_float does): "
+                         f"give gain in those units (a gain of {gain!r} counts per photon is {gain / scale:.4g})")
 
 
 def _check_axes(axes, ndim: int, channel_axis: int | None, channels_checked: bool = True) -> tuple[int, ...]:
@@ -1021,67 +1106,109 @@ def _overlap(wavelet: str, levels: int) -> int:
     return (pywt.Wavelet(wavelet).dec_len - 1) * ((1 << levels) - 1) + (1 << levels)
 
 
-# Overlap of Dask blocks, in voxels along each axis, at most: past it, what a border changes in the interior is far
-# below the 0.05 dB the lazy result promises (the deep, wide basis functions carry little of a denoised volume), and
-# the exact reach of the defaults (87 voxels: three levels of db3, then the Wiener passes) would make blocks of ~7x
-# their core and the work with them. Tested by test_volume.py's agreement of lazy and in-memory results.
-_MAX_OVERLAP = 32
+# Overlap of Dask blocks, in samples along each axis, at most, by number of transformed axes. Volumes: past 32,
+# what a border changes in the interior is far below the 0.05 dB the lazy result promises (the deep, wide basis
+# functions carry little of a denoised volume), and the exact reach of the defaults (87 voxels: three levels of
+# db3, then the Wiener passes) would make blocks of ~7x their core and the work with them. Planes have deeper
+# default levels (5 on 512 x 512) whose smooth, wide basis functions do carry the image: 256 covers the exact reach
+# of 5 levels of db3 (187). Tested by the agreement of lazy and in-memory results (test_volume*.py).
+_MAX_OVERLAP = {2: 256, 3: 32}
 # Cores of the Dask blocks span at least this many overlaps along each axis: the redundant work of a block,
 # (1 + 2 / 4)**3 = 3.4 times its core in 3-D, stays bounded whatever the input's chunks.
 _CORE_PER_OVERLAP = 4
-# ... and at most this many voxels along each axis: a block's memory (about 150 bytes a voxel at the defaults, so
-# 1.1 GB for a core of 128**3 with overlaps of 32) stays bounded whatever the input's chunks (planes of 2048 x 2048
-# are common in microscopy stores). 4 overlaps of at most 32 voxels fit.
-_MAX_CORE = 128
+# ... and at most this many samples along each axis: a block's memory (about 150 bytes a voxel at the volume
+# defaults, so 1.1 GB for a core of 128**3 with overlaps of 32; planes of 1536 x 1536 with their overlaps hold
+# 2.4 M pixels) stays bounded whatever the input's chunks (planes of 2048 x 2048 are common in microscopy stores).
+_MAX_CORE = {2: 1024, 3: 128}
 
 
-def _block_plan(chunk: int, n: int, levels: int, reach: int) -> tuple[int, int]:
+def _block_plan(chunk: int, n: int, levels: int, reach: int, n_axes: int = 3) -> tuple[int, int]:
     """Core size and overlap of Dask blocks along an axis of length ``n`` whose chunks are ``chunk`` long.
 
     Blocks start on the dyadic grid of the whole (a multiple of ``2**levels``
     from its origin), or each would be decomposed like a shifted copy: both
     are multiples of ``2**levels``. The core is the input's chunk when it
-    spans :data:`_CORE_PER_OVERLAP` overlaps to :data:`_MAX_CORE` voxels,
+    spans :data:`_CORE_PER_OVERLAP` overlaps to :data:`_MAX_CORE` samples (of ``n_axes``),
     else the fewest of its chunks merged, or the fewest parts it splits
     into, that do, so that blocks keep to the chunks of the store they came
     from; with none, the largest multiple of ``2**levels`` within
     :data:`_MAX_CORE`.
     """
     step = 1 << levels
-    depth = min(-(-min(reach, _MAX_OVERLAP) // step) * step, n)
-    low, high = max(step, _CORE_PER_OVERLAP * depth), max(step, _MAX_CORE // step * step)
+    depth = min(-(-min(reach, _MAX_OVERLAP[n_axes]) // step) * step, n)
+    low, high = max(step, _CORE_PER_OVERLAP * depth), max(step, _MAX_CORE[n_axes] // step * step)
     merged = [chunk * m for m in range(1, high // chunk + 1)]
     split = [chunk // k for k in range(2, chunk + 1) if chunk % k == 0]
     fits = [c for c in merged + split if c % step == 0 and low <= c <= high]
     return min(fits[0] if fits else high, n), depth
 
 
-def _denoise_dask(image, *, axes, channel_axis, level, wavelet, progress, wiener, **kwargs):
-    """Lazy :func:`denoise_wavelet_tree` of a Dask array: overlapping blocks (``dask.array.map_overlap``)."""
+def _denoise_dask(image, opts: _Options, *, sigma, noise, gain, wiener, progress, **kwargs):
+    """Lazy :func:`denoise_wavelet_tree` of a Dask array: overlapping blocks (``dask.array.map_overlap``).
+
+    ``opts`` are the call's validated settings. Every block has the levels of
+    the whole and its photon noise (estimated here once, on a sample, when
+    not given), so that blocks differ from the whole only near their borders
+    and by their own choice of lam.
+    """
     if progress is not None:
         raise ValueError("progress is not available for Dask arrays: use Dask's own diagnostics "
                          "(dask.diagnostics.ProgressBar or the distributed dashboard)")
-    ndim = image.ndim
-    c_axis = check_channel_axis(channel_axis, ndim)
-    sp_axes = _check_axes(axes, ndim, c_axis)
-    lv = _levels(tuple(int(image.shape[a]) for a in sp_axes), wavelet, level)
+    ndim, c_axis, sp_axes, lv = image.ndim, opts.c_axis, opts.sp_axes, opts.levels
+    wavelet = kwargs["wavelet"]
     depth = {a: 0 for a in range(ndim)}
     chunks = {a: -1 for a in range(ndim) if a == c_axis}  # every block holds whole channels
     for a, n in zip(sp_axes, lv, strict=True):
         reach = _overlap(wavelet, n) + (sum(_overlap(w, n) for w, _ in _WIENER_PASSES)
                                         if _use_wiener(wiener, len(sp_axes)) else 0)
         sizes = image.chunks[a]
-        core, depth[a] = _block_plan(sizes[0], int(image.shape[a]), n, reach)
+        core, depth[a] = _block_plan(sizes[0], int(image.shape[a]), n, reach, len(sp_axes))
         if any(c != core for c in sizes[:-1]) or sizes[-1] > core:
             chunks[a] = core
     arr = image.rechunk(chunks) if chunks else image
-    dtype = output_dtype(np.float32 if arr.dtype == np.float16 else arr.dtype)
+    if noise == "poisson-gaussian" and (opts.gain is None or opts.read_noise is None):
+        model = _photon_model(_noise_sample(image, sp_axes, c_axis), opts.gain, opts.read_noise, c_axis is not None)
+        gain, sigma = model.gain, model.sigma
+    dtype = output_dtype(arr.dtype)
+    level = lv[0] if len(lv) == 2 else lv  # planes take one level (both axes alike)
 
     def block(b):
-        return denoise_wavelet_tree(b, axes=sp_axes, channel_axis=c_axis, level=level, wavelet=wavelet, wiener=wiener,
-                                    **kwargs)
+        return denoise_wavelet_tree(b, axes=sp_axes, channel_axis=c_axis, level=level, sigma=sigma, noise=noise,
+                                    gain=gain, wiener=wiener, rng=opts.seed, **kwargs)
 
     return arr.map_overlap(block, depth=depth, boundary="none", dtype=dtype, meta=np.empty((0,) * ndim, dtype))
+
+
+# Most voxels read from a lazy array to estimate its photon noise once (16 M: 128 MB in float64): whole planes,
+# evenly spaced through the rest of the array, or a central crop of one plane if a plane holds more.
+_NOISE_SAMPLE_VOXELS = 1 << 24
+
+
+def _noise_sample(image, sp_axes: tuple[int, ...], c_axis: int | None) -> np.ndarray:
+    """A bounded sample of a Dask array, as float, in the layout of :func:`denoise_wavelet_tree`'s photon model."""
+    ndim = image.ndim
+    plane = list(sp_axes[-2:]) + ([] if c_axis is None else [c_axis])
+    per_plane = int(np.prod([image.shape[a] for a in plane], dtype=np.int64))
+    index: list = [slice(None)] * ndim
+    if per_plane > _NOISE_SAMPLE_VOXELS:
+        f = np.sqrt(_NOISE_SAMPLE_VOXELS / per_plane)
+        for a in sp_axes[-2:]:
+            n = int(image.shape[a])
+            m = max(2, int(n * f))
+            index[a] = slice((n - m) // 2, (n - m) // 2 + m)
+    sample = image[tuple(index)]
+    budget = max(1, _NOISE_SAMPLE_VOXELS // int(np.prod([sample.shape[a] for a in plane], dtype=np.int64)))
+    for a in range(ndim):
+        if a in plane:
+            continue
+        k = min(int(sample.shape[a]), budget)
+        budget = max(1, budget // k)
+        take = [slice(None)] * ndim
+        take[a] = np.unique(np.linspace(0, sample.shape[a] - 1, k).round().astype(np.int64))
+        sample = sample[tuple(take)]
+    x, _ = check_image(np.asarray(sample), channel_axis=c_axis, spatial=len(sp_axes))
+    order = [i for i in range(ndim) if i not in sp_axes and i != c_axis] + list(sp_axes)
+    return np.transpose(x, order + ([] if c_axis is None else [c_axis]))
 
 
 def _shift_groups(n_shifts: int, ndim: int = 2) -> list[list[tuple[int, ...]]]:
@@ -1226,11 +1353,18 @@ def _levels(shape: tuple[int, ...], wavelet: str, level) -> tuple[int, ...]:
     if level is None:
         return _default_levels(shape)
     if np.ndim(level) == 0:
-        return (check_int("level", level, min=1),) * len(shape)
-    levels = tuple(check_int("level", n, min=0) for n in level)
-    if len(levels) != len(shape) or max(levels) < 1:
-        raise ValueError(f"level must be an integer >= 1 or one integer >= 0 per axis ({len(shape)} axes, "
-                         f"at least one >= 1), got {level!r}")
+        levels = (check_int("level", level, min=1),) * len(shape)
+    else:
+        levels = tuple(check_int("level", n, min=0) for n in level)
+        if len(levels) != len(shape) or max(levels) < 1:
+            raise ValueError(f"level must be an integer >= 1 or one integer >= 0 per axis ({len(shape)} axes, "
+                             f"at least one >= 1), got {level!r}")
+    for n, lv in zip(shape, levels, strict=True):
+        # deeper, padding would more than double the axis (2**level samples) for a coarsest band of one sample
+        deepest = max(1, int(np.ceil(np.log2(n))))
+        if lv > deepest:
+            raise ValueError(f"level {lv} is too deep for an axis of {n} samples (volume {'x'.join(map(str, shape))}): "
+                             f"at most {deepest} there, or None for the default")
     return levels
 
 

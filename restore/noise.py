@@ -12,7 +12,7 @@ back without the bias a plain algebraic inverse leaves at low counts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -254,8 +254,17 @@ def estimate_noise(image: ArrayLike, *, noise: str = "poisson-gaussian") -> Nois
         raise ValueError(f"image must have at least 2 dimensions, got shape {img.shape}")
     if noise not in ("gaussian", "poisson-gaussian"):
         raise ValueError(f"Invalid noise: {noise!r}; supported noise models are gaussian, poisson-gaussian")
-    img = img if img.dtype.kind == "f" else img_as_float(img)
-    means, dets = _smooth_samples(np.asarray(img, dtype=np.float64))
+    img = np.asarray(img if img.dtype.kind == "f" else img_as_float(img), dtype=np.float64)
+    # fitted in units of the largest magnitude, scaled back: int64 images come in units of 2**-63
+    scale = float(np.max(np.abs(img))) if img.size else 0.0
+    scale = scale if np.isfinite(scale) and scale > 0 else 1.0
+    est = _estimate_noise_unit(img / scale, noise)
+    return replace(est, sigma=est.sigma * scale, gain=None if est.gain is None else est.gain * scale)
+
+
+def _estimate_noise_unit(img: np.ndarray, noise: str) -> NoiseEstimate:
+    """:func:`estimate_noise` of a float64 image of magnitude about 1."""
+    means, dets = _smooth_samples(img)
     if noise == "gaussian" or means.size < _MIN_SAMPLES:
         s = float(np.median(np.abs(dets)) / 0.6744897501960817) if dets.size else 0.0
         return NoiseEstimate("gaussian", s) if noise == "gaussian" else NoiseEstimate(noise, s, 0.0)

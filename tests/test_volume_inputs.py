@@ -1,0 +1,144 @@
+"""What users give the volume path: integer counts, axes in any order, stacks, Dask arrays; refused up front or
+denoised consistently."""
+
+import numpy as np
+import pytest
+
+from restore import denoise_wavelet_tree
+
+da = pytest.importorskip("dask.array")
+
+
+def counts(shape=(16, 64, 64), seed=0):
+    """Photon counts: a dim background of 5 and a bright cube of 50."""
+    rng = np.random.default_rng(seed)
+    clean = np.full(shape, 5.0)
+    clean[4:12, 16:48, 16:48] = 50.0
+    return rng.poisson(clean)
+
+
+def test_integer_counts_of_any_width_denoise_alike():
+    """int64 counts are scaled by 2**63 - 1 as scikit-image does: the estimate of their noise must not break there."""
+    z = counts()
+    kw = {"axes": (0, 1, 2), "noise": "poisson-gaussian", "cycle_spins": 2}
+    ref = denoise_wavelet_tree(z.astype(np.uint16), **kw) * np.iinfo(np.uint16).max
+    for dtype in (np.int32, np.int64):
+        out = denoise_wavelet_tree(z.astype(dtype), **kw) * np.iinfo(dtype).max
+        np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6 * ref.max())
+    assert abs(ref[0].mean() - 5.0) < 0.5  # the background keeps its level
+
+
+def test_a_gain_in_counts_for_an_integer_image_is_refused():
+    """Integer images are read in [0, 1]: a gain of 1 count per photon would leave every voxel under one photon."""
+    z = counts().astype(np.uint16)
+    with pytest.raises(ValueError, match=r"gain=1\.0 .*larger than the image's largest value.*65535"):
+        denoise_wavelet_tree(z, axes=(0, 1, 2), noise="poisson-gaussian", gain=1.0, sigma=0.0)
+    out = denoise_wavelet_tree(z, axes=(0, 1, 2), noise="poisson-gaussian", gain=1 / 65535, sigma=0.0)
+    assert abs(out[0].mean() * 65535 - 5.0) < 0.5
+
+
+def test_per_axis_levels_follow_the_order_of_axes():
+    rng = np.random.default_rng(1)
+    x = rng.random((64, 64, 16))
+    kw = {"lam": 0.2, "sigma": 0.2, "wiener": False}
+    out = denoise_wavelet_tree(x, axes=(2, 0, 1), level=(1, 2, 2), **kw)
+    np.testing.assert_allclose(out, denoise_wavelet_tree(x, axes=(0, 1, 2), level=(2, 2, 1), **kw), atol=1e-12)
+
+
+@pytest.mark.parametrize(("shape", "level"), [((2, 8, 8), 7), ((8, 16, 16), (1, 2, 5)), ((4, 64, 64), (3, 3, 3))])
+def test_levels_deeper_than_an_axis_are_refused(shape, level):
+    with pytest.raises(ValueError, match=r"level .* too deep for an axis of \d+ samples"):
+        denoise_wavelet_tree(np.zeros(shape), axes=(0, 1, 2), level=level, lam=0.1)
+
+
+def test_a_plane_or_channel_denoises_as_on_its_own():
+    """SURE's probe starts afresh on every plane and channel: a stack is its planes, a colour volume its channels."""
+    rng = np.random.default_rng(2)
+    stack = rng.random((4, 64, 64)) * 0.3 + 0.2 * rng.standard_normal((4, 64, 64))
+    np.testing.assert_allclose(denoise_wavelet_tree(stack, sigma=0.2)[2], denoise_wavelet_tree(stack[2], sigma=0.2),
+                               atol=1e-12)
+    vol = rng.random((8, 32, 32, 2))
+    both = denoise_wavelet_tree(vol, axes=(0, 1, 2), channel_axis=-1, sigma=0.2)
+    np.testing.assert_allclose(both[..., 1], denoise_wavelet_tree(vol[..., 1], axes=(0, 1, 2), sigma=0.2),
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"penalty": "l3"}, "penalty"),
+        ({"sigma": -1.0}, "sigma"),
+        ({"lam": -0.1}, "lam"),
+        ({"noise": "poisson"}, "noise"),
+        ({"noise": "poisson-gaussian", "gain": 0.0}, "gain"),
+        ({"gain": 0.1}, "gain"),
+        ({"cycle_spins": -1}, "cycle_spins"),
+        ({"wiener": "x"}, "wiener"),
+        ({"lam": "sure", "penalty": "l0"}, "sure"),
+        ({"lam": [0.1, 0.2]}, "lam"),
+        ({"level": 9}, "level"),
+        ({"wavelet": "bior1.3"}, "wavelet"),
+    ],
+)
+def test_a_dask_array_is_refused_bad_options_at_the_call(kwargs, match):
+    lazy = da.zeros((16, 64, 64), chunks=(16, 32, 32))
+    with pytest.raises(ValueError, match=match):
+        denoise_wavelet_tree(lazy, axes=(0, 1, 2), **kwargs)
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.str_])
+def test_a_dask_array_of_the_wrong_kind_is_refused_at_the_call(dtype):
+    with pytest.raises(ValueError, match="real numeric"):
+        denoise_wavelet_tree(da.zeros((16, 64, 64), chunks=16, dtype=dtype), axes=(0, 1, 2))
+
+
+def test_an_empty_dask_array_is_refused_at_the_call():
+    with pytest.raises(ValueError, match="empty"):
+        denoise_wavelet_tree(da.zeros((0, 64, 64), chunks=(1, 32, 32)), axes=(0, 1, 2))
+
+
+def test_a_lazy_result_says_its_dtype():
+    v = np.random.default_rng(3).random((16, 64, 64)).astype(np.float16)
+    lazy = denoise_wavelet_tree(da.from_array(v, chunks=(16, 32, 32)), axes=(0, 1, 2), lam=0.1, sigma=0.1)
+    assert lazy.compute().dtype == lazy.dtype == np.float16
+
+
+def test_lazy_planes_use_the_levels_of_the_whole_plane():
+    rng = np.random.default_rng(4)
+    yy, xx = np.mgrid[:2048, :1024] / 512  # default levels 6: blocks along y only
+    clean = 0.5 + 0.4 * np.sin(6 * xx) * np.cos(4 * yy)
+    noisy = clean + 0.1 * rng.standard_normal(clean.shape)
+    lazy = denoise_wavelet_tree(da.from_array(noisy, chunks=256), lam=0.15, sigma=0.1)
+    assert lazy.numblocks[0] > 1
+    lazy = lazy.compute()
+    ref = denoise_wavelet_tree(noisy, lam=0.15, sigma=0.1)
+    inner = (slice(256, -256), slice(None))
+    ref_err, lazy_err = np.mean((ref - clean)[inner] ** 2), np.mean((lazy - clean)[inner] ** 2)
+    assert abs(10 * np.log10(ref_err / lazy_err)) < 0.05
+
+
+def test_a_lazy_volume_estimates_its_photon_noise_once():
+    """Not once a block: a block of dark background alone cannot tell photon noise from read noise."""
+    rng = np.random.default_rng(5)
+    clean = np.full((16, 256, 256), 2.0)
+    clean[:, 64:192, 64:192] = 40.0
+    noisy = rng.poisson(clean).astype(np.float64)
+    kw = {"axes": (0, 1, 2), "noise": "poisson-gaussian", "lam": 1.0}
+    lazy = denoise_wavelet_tree(da.from_array(noisy, chunks=(16, 128, 128)), **kw).compute()
+    ref = denoise_wavelet_tree(noisy, **kw)
+    inner = (slice(None), slice(64, -64), slice(64, -64))
+    assert np.abs(lazy - ref)[inner].max() < 0.05 * clean.max()
+
+
+def test_progress_completes_without_noise():
+    reports = []
+    denoise_wavelet_tree(np.random.default_rng(6).random((8, 32, 32)), axes=(0, 1, 2), sigma=0.0,
+                         progress=lambda d, t: reports.append((d, t)))
+    assert reports[-1][0] == reports[-1][1]
+
+
+def test_one_read_noise_for_photon_noise_in_colour():
+    vol = np.random.default_rng(7).random((8, 32, 32, 3))
+    with pytest.raises(ValueError, match=r"sigma .*one number.*poisson-gaussian"):
+        denoise_wavelet_tree(vol, axes=(0, 1, 2), channel_axis=-1, noise="poisson-gaussian", gain=0.01,
+                             sigma=[0.1, 0.1, 0.1])
