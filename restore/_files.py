@@ -163,6 +163,8 @@ def check_output(path: str | os.PathLike, inputs: list[Path], force: bool, *,
     for src in inputs:
         if _same_file(src, path):
             raise ValueError(f"output {str(path)!r} is the input file; choose another name")
+        if Path(src).is_dir() and path.absolute().resolve().is_relative_to(Path(src).absolute().resolve()):
+            raise ValueError(f"output {str(path)!r} is inside the input {str(src)!r}; write it elsewhere")
     if path.is_dir():
         raise ValueError(f"output {str(path)!r} is a folder: give a file name")
     folder = path.parent

@@ -95,7 +95,10 @@ def _from_float(image: np.ndarray, like: np.ndarray, scale: float) -> np.ndarray
 
     if like.dtype.kind in "ui":
         info = np.iinfo(like.dtype)
-        return np.clip(np.rint(image * scale), info.min, info.max).astype(like.dtype)
+        # in float64, clipped to the largest float64 the dtype holds: 2**32 - 1 is no float32, 2**63 - 1 no float64
+        top = np.float64(info.max)
+        top = np.nextafter(top, 0.0) if int(top) > info.max else top
+        return np.clip(np.rint(image.astype(np.float64) * scale), info.min, top).astype(like.dtype)
     if like.dtype.kind == "b":
         return image > 0.5
     return image.astype(like.dtype)
@@ -245,7 +248,8 @@ def _denoise_store(args: argparse.Namespace) -> int:
     from ._files import tiff_info
     from ._stores import is_tiff, is_zarr, open_tiff, open_zarr
 
-    src_path, dst_path = Path(args.input), Path(args.output)
+    # absolute: Dask's workers (--scheduler) open the stores from folders of their own
+    src_path, dst_path = Path(args.input).absolute(), Path(args.output).absolute()
     if is_zarr(src_path):
         src = open_zarr(src_path)
     elif is_tiff(src_path):
@@ -574,8 +578,36 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     return (ValueError, TypeError, OSError, FolderInUse, ConnectionError)
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (a batch scheduler, ``timeout``, a closed terminal): cleaned up as Ctrl-C is."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise _Terminated(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``restore`` command."""
+    import signal
+    import threading
+
+    caught = (signal.SIGTERM, signal.SIGHUP)
+    previous = ({sig: signal.signal(sig, _terminate) for sig in caught}
+                if threading.current_thread() is threading.main_thread() else {})
+    try:
+        return _main(argv)
+    except _Terminated as exc:
+        return 128 + exc.signum
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _main(argv: list[str] | None) -> int:
     args = None
     try:
         from ._progress import Cancelled
@@ -588,9 +620,11 @@ def main(argv: list[str] | None = None) -> int:
         except _expected_errors() as exc:
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise SystemExit(f"error: {text}") from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         message = _INTERRUPTED.get(getattr(args, "command", None), "interrupted: nothing written")
         print("\n" + message.format(out=getattr(args, "out", "")), file=sys.stderr)
+        if isinstance(exc, _Terminated):
+            raise
         return 130
 
 

@@ -67,7 +67,7 @@ def _ome(path, data, zarr_format):
 def _expected(noisy16, **kw):
     """What the library gives on the file's values as floats in [0, 1], back in 16-bit counts."""
     out = denoise_wavelet_tree(noisy16.astype(np.float32) / np.float32(65535), **kw)
-    return np.clip(np.rint(out * 65535), 0, 65535).astype(np.uint16)
+    return np.clip(np.rint(out.astype(np.float64) * 65535), 0, 65535).astype(np.uint16)
 
 
 # ---------------------------------------------------------------------------
@@ -391,7 +391,44 @@ def test_the_same_work_on_a_dask_cluster(noisy16, tmp_path):
     np.testing.assert_array_equal(zarr.open_array(str(dst), mode="r")[:], zarr.open_array(str(local), mode="r")[:])
 
 
-def test_ctrl_c_on_a_store_is_one_line_exit_130_and_leaves_nothing(tmp_path):
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.int64])
+def test_saturated_wide_integers_stay_saturated(dtype, tmp_path):
+    """The brightest value of 32- and 64-bit integers is not a float32 (nor a float64 for 64 bits): no wrap-around."""
+    info = np.iinfo(dtype)
+    data = np.full((8, 32, 32), info.max, dtype=dtype)
+    data[:, :, :16] = info.max // 2
+    src = _zarr(tmp_path / "in.zarr", data, (8, 16, 16))
+    assert main(["denoise", str(src), str(tmp_path / "out.zarr"), "--volume", "--sigma", "1", "--lam", "0",
+                 "--quiet"]) == 0
+    out = zarr.open_array(str(tmp_path / "out.zarr"), mode="r")[:]
+    assert out.dtype == dtype and out[:, :, 20:].min() > info.max // 2 + info.max // 4
+
+
+def test_relative_paths_reach_the_workers_of_a_cluster(noisy16, tmp_path):
+    """Workers run in a folder of their own: the paths they are given must not depend on the caller's."""
+    distributed = pytest.importorskip("distributed")
+    (tmp_path / "here").mkdir()
+    _zarr(tmp_path / "here" / "in.zarr", noisy16, (8, 32, 32))
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+        res = _run("denoise", "in.zarr", "out.zarr", "--volume", "--sigma", "5000", "--lam", "3000", "--quiet",
+                   "--scheduler", c.scheduler_address, cwd=tmp_path / "here")
+    assert res.returncode == 0, res.stderr
+    out = zarr.open_array(str(tmp_path / "here" / "out.zarr"), mode="r")[:]
+    assert out.max() > 10000
+    assert sorted(p.name for p in (tmp_path / "here").iterdir()) == ["in.zarr", "out.zarr"]
+
+
+def test_an_output_inside_the_input_store_is_refused(noisy16, tmp_path):
+    src = _zarr(tmp_path / "in.zarr", noisy16, (8, 32, 32))
+    before = sorted(p.name for p in src.rglob("*"))
+    with pytest.raises(SystemExit, match="inside the input"):
+        main(["denoise", str(src), str(src / "sub.tif"), "--volume", "--quiet"])
+    assert sorted(p.name for p in src.rglob("*")) == before
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_a_kill_on_a_store_is_one_line_and_leaves_nothing(sig, code, tmp_path):
+    """Ctrl-C, or SIGTERM as batch schedulers and ``timeout`` send it."""
     rng = np.random.default_rng(0)
     src = _zarr(tmp_path / "big.zarr", rng.integers(0, 65535, (64, 256, 256), dtype=np.uint16), (16, 64, 64))
     proc = subprocess.Popen([sys.executable, "-m", "restore.cli", "denoise", str(src), str(tmp_path / "o.zarr"),
@@ -403,9 +440,9 @@ def test_ctrl_c_on_a_store_is_one_line_exit_130_and_leaves_nothing(tmp_path):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.1)
     time.sleep(1.0)
-    os.killpg(proc.pid, signal.SIGINT)
+    os.killpg(proc.pid, sig)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert proc.returncode == code and "Traceback" not in err, err
     assert len(err.strip().splitlines()) == 1 and "interrupted" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.zarr"]
 
