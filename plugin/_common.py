@@ -126,6 +126,12 @@ def unit_indices(shape: tuple[int, ...], rgb: bool, n_spatial: int) -> list[tupl
     return list(np.ndindex(*shape[:n_lead]))
 
 
+def holds_volumes(shape: tuple[int, ...], rgb: bool) -> bool:
+    """Whether data of this shape has volumes to transform in 3-D: three spatial axes, each of 2 samples or more."""
+    spatial = tuple(shape[:-1] if rgb else shape)
+    return len(spatial) >= 3 and min(spatial[-3:]) >= 2
+
+
 def plane_indices(shape: tuple[int, ...], rgb: bool) -> list[tuple[int, ...]]:
     """Indices of the planes of data of this shape (leading axes), in C order.
 

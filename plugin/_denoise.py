@@ -20,11 +20,13 @@ from magicgui.widgets import CheckBox, ComboBox, Container, FloatSpinBox, Label,
 import restore
 
 from ._common import (
+    RECORD_KEY,
     LruCache,
     as_float,
     check_image_layer,
     current_plane_index,
     full_resolution,
+    holds_volumes,
     is_lazy,
     layer_kwargs,
     like_input,
@@ -314,9 +316,9 @@ class Source:
         Dask blocks, each choosing its own lam, so there is no one automatic
         lam to multiply.
         """
-        if params.volume and np.ndim(self.data) - self.rgb < 3:
+        if params.volume and not holds_volumes(np.shape(self.data), self.rgb):
             raise ValueError(f"layer {self.layer.name!r} has shape {np.shape(self.data)}: a volume needs 3 "
-                             "spatial axes; choose 'plane by plane'")
+                             "spatial axes of 2 samples or more; choose 'plane by plane'")
         if self.lazy and params.lam_mode != "manual" and params.multiplier != 1.0:
             raise ValueError(f"layer {self.layer.name!r} is Dask-backed or multiscale: it is denoised block by "
                              f"block, each block choosing its own \u03bb, so the strength \u00d7 "
@@ -715,7 +717,7 @@ class DenoiseWidget(RestoreWidget):
     def _process_choices(self, _widget: Any = None) -> list[tuple[str, bool]]:
         layer = self.image.value if getattr(self, "image", None) is not None else None
         choices = [("plane by plane", False)]
-        if layer is not None and np.ndim(full_resolution(layer)) - bool(layer.rgb) >= 3:
+        if layer is not None and holds_volumes(np.shape(full_resolution(layer)), bool(layer.rgb)):
             choices.append(("volume (3-D)", True))
         return choices
 
@@ -880,8 +882,10 @@ class DenoiseWidget(RestoreWidget):
         kwargs = layer_kwargs(layer, f"{layer.name} [preview]", record)
         kwargs["translate"] = offset_translate(layer, idx + (region[0], region[2]))
         prev = self._preview_layer
+        # another layer's preview has its transform (rotate, shear, affine) and look: made afresh
         if prev is not None and (not self._present(prev) or bool(prev.rgb) != bool(layer.rgb)
-                                 or prev.data.ndim != data.ndim):
+                                 or prev.data.ndim != data.ndim
+                                 or prev.metadata.get(RECORD_KEY, {}).get("source") != layer.name):
             self._remove_preview_layer()
             prev = None
         if prev is not None:

@@ -187,3 +187,21 @@ def test_a_plain_script_closing_the_viewer_with_preview_on_exits_cleanly(tmp_pat
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "closed" in run.stdout and "Traceback" not in run.stderr, run.stderr[-2000:]
+
+
+def test_the_preview_of_another_layer_takes_its_transform_and_look(make_napari_viewer, qtbot, errors):
+    """Switching the preview from one layer to another must not leave it where, and as, the first one was."""
+    viewer = make_napari_viewer()
+    widget = dock(viewer, qtbot, DENOISE)
+    widget.lam_mode.value = "rule"
+    a = viewer.add_image(_noisy(64), name="a")
+    b = viewer.add_image(_noisy(64), name="b", rotate=30, colormap="magma", scale=(2, 2))
+    viewer.layers.selection.active = a
+    widget.preview.value = True
+    qtbot.waitUntil(lambda: "a [preview]" in viewer.layers and not widget.busy, timeout=TIMEOUT)
+    viewer.layers.selection.active = b
+    qtbot.waitUntil(lambda: "b [preview]" in viewer.layers and not widget.busy, timeout=TIMEOUT)
+    p = viewer.layers["b [preview]"]
+    r0, c0 = np.asarray(p.metadata["restore"]["region"])[[0, 2]]
+    np.testing.assert_allclose(p.data_to_world((10, 10)), b.data_to_world((r0 + 10, c0 + 10)), atol=1e-9)
+    assert p.colormap.name == "magma" and "a [preview]" not in viewer.layers and not errors

@@ -83,6 +83,27 @@ def test_volume_is_offered_for_3d_layers_and_denoises_the_volume_as_a_whole(make
     assert np.array_equal(stack.data, noisy)  # the input is untouched
 
 
+def test_a_single_plane_stack_is_not_a_volume_and_a_batch_is_refused_before_any_work(make_napari_viewer, qtbot,
+                                                                                       errors):
+    """A reader's (1, Y, X) or (T, 1, Y, X) layer has three axes but no depth to transform."""
+    viewer = make_napari_viewer()
+    widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
+    good = viewer.add_image(_blobs((16, 48, 48))[1], name="good")
+    for shape in [(1, 48, 48), (3, 1, 48, 48)]:
+        thin = viewer.add_image(_blobs(shape)[1], name=f"thin{len(shape)}")
+        widget.image.value = thin
+        assert list(widget.process.choices) == [False]
+    widget.image.value = good
+    widget.process.value = True
+    widget.all_selected.value = True
+    widget.lam_mode.value = "rule"
+    viewer.layers.selection.update({good, viewer.layers["thin3"]})
+    n = len(viewer.layers)
+    press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)
+    assert len(viewer.layers) == n  # nothing added: the batch is refused whole
+    assert errors and "thin3" in str(errors[-1]) and "plane by plane" in str(errors[-1])
+
+
 def test_progress_moves_and_cancel_acts_within_a_second_inside_one_volume(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
     widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
