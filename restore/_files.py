@@ -63,9 +63,16 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
             w, h, rows, info = png.Reader(bytes=data).read_flat()
             img = np.asarray(rows, dtype=np.uint16).reshape(h, w, info["planes"])
         elif path.suffix.lower() in (".tif", ".tiff"):
+            import io
+
             import tifffile
 
-            img = tifffile.imread(path)
+            with tifffile.TiffFile(io.BytesIO(data)) as tif:
+                series = tif.series[0]
+                img = series.asarray()
+                samples = series.axes.find("S")
+                if 0 <= samples < len(series.axes) - 1:  # planar RGB (SYX): the colours go last, as elsewhere
+                    img = np.moveaxis(img, samples, -1)
         else:
             import imageio.v3 as iio
 
@@ -119,7 +126,7 @@ def tiff_info(path: str | os.PathLike) -> TiffInfo:
             ij = tif.imagej_metadata
             res = tuple(float(r) for r in page.resolution) if "XResolution" in page.tags else None
             unit = int(page.resolutionunit) if res is not None else None
-            return TiffInfo(colour=series.axes.endswith("S"), resolution=res, resolution_unit=unit,
+            return TiffInfo(colour="S" in series.axes, resolution=res, resolution_unit=unit,
                             imagej={k: ij[k] for k in _IMAGEJ_KEYS if k in ij} if ij else None)
     except Exception as exc:  # noqa: BLE001 - any reader failure is one clear line
         raise ValueError(f"cannot read {str(path)!r} as an image: {str(exc).splitlines()[0] if str(exc) else exc!r}"

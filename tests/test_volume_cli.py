@@ -95,6 +95,22 @@ def test_tiff_stack_plane_by_plane_or_as_a_volume_keeps_dtype_and_spacing(noisy1
     assert p_volume > p_planes > psnr(noisy16 / 65535, clean)
 
 
+def test_a_planar_rgb_tiff_stays_colour_and_is_no_volume(tmp_path):
+    """RGB stored plane after plane (axes SYX): three colours of one picture, not three planes of a stack."""
+    rng = np.random.default_rng(3)
+    rgb = rng.integers(0, 255, (3, 64, 64), dtype=np.uint8)
+    src = tmp_path / "rgb.tif"
+    tifffile.imwrite(src, rgb, photometric="rgb", planarconfig="separate")
+    with pytest.raises(SystemExit, match="--volume needs a 3-D grey volume"):
+        main(["denoise", str(src), str(tmp_path / "v.tif"), "--volume", "--quiet"])
+    assert main(["denoise", str(src), str(tmp_path / "o.tif"), "--sigma", "20", "--quiet"]) == 0
+    with tifffile.TiffFile(tmp_path / "o.tif") as tif:
+        assert tif.series[0].axes.endswith("S") and tif.pages[0].photometric == tifffile.PHOTOMETRIC.RGB
+        out = tif.asarray()
+    expected = denoise_wavelet_tree(np.moveaxis(rgb, 0, -1) / 255.0, channel_axis=-1, sigma=20 / 255)
+    np.testing.assert_allclose(out, np.clip(np.rint(expected * 255), 0, 255), atol=1)
+
+
 def test_a_float64_stack_without_imagej_keeps_its_resolution(noisy16, tmp_path):
     src = tmp_path / "f.tif"
     tifffile.imwrite(src, noisy16 / 65535.0, photometric="minisblack", resolution=(3.8, 3.8),
