@@ -1158,6 +1158,8 @@ def _denoise_dask(image, opts: _Options, *, sigma, noise, gain, wiener, progress
     wavelet = kwargs["wavelet"]
     depth = {a: 0 for a in range(ndim)}
     chunks = {a: -1 for a in range(ndim) if a == c_axis}  # every block holds whole channels
+    # ... and one plane (volume) of a stack: computing one computes no other
+    chunks.update({a: 1 for a in range(ndim) if a != c_axis and a not in sp_axes and max(image.chunks[a]) > 1})
     for a, n in zip(sp_axes, lv, strict=True):
         reach = _overlap(wavelet, n) + (sum(_overlap(w, n) for w, _ in _WIENER_PASSES)
                                         if _use_wiener(wiener, len(sp_axes)) else 0)

@@ -270,6 +270,26 @@ def test_a_multiscale_layer_gives_a_lazy_multiscale_result(make_napari_viewer, q
     assert sum(stores[0].reads) <= 3 * noisy[0].size  # the full resolution: at most what is shown
 
 
+def test_one_plane_of_an_in_memory_pyramids_result_denoises_that_plane(make_napari_viewer, qtbot, errors,
+                                                                      monkeypatch):
+    import restore.denoise as rd
+
+    _, noisy = _blobs((16, 128, 128))
+    viewer = make_napari_viewer()
+    src = viewer.add_image([noisy, noisy[:, ::2, ::2].copy()], multiscale=True, name="pyramid",
+                           contrast_limits=(0, 1), visible=False)
+    widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
+    widget.image.value = src
+    widget.lam_mode.value = "rule"
+    [out] = press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)
+    seen, original = [], rd.denoise_wavelet_tree
+    monkeypatch.setattr(rd, "denoise_wavelet_tree",
+                        lambda im, **kw: (seen.append(np.shape(im)) if not rd._is_dask(im) else None,
+                                          original(im, **kw))[1])
+    np.asarray(out.data[0][3])
+    assert seen == [(1, 128, 128)] and not errors
+
+
 def test_inpaint_refuses_a_multiscale_layer_with_a_message(make_napari_viewer, qtbot, errors):
     _, noisy = _blobs((64, 64))
     viewer = make_napari_viewer()

@@ -142,3 +142,17 @@ def test_one_read_noise_for_photon_noise_in_colour():
     with pytest.raises(ValueError, match=r"sigma .*one number.*poisson-gaussian"):
         denoise_wavelet_tree(vol, axes=(0, 1, 2), channel_axis=-1, noise="poisson-gaussian", gain=0.01,
                              sigma=[0.1, 0.1, 0.1])
+
+
+@pytest.mark.parametrize(("shape", "axes"), [((8, 64, 64), None), ((3, 16, 32, 32), (1, 2, 3))])
+def test_one_plane_or_volume_of_a_lazy_stack_is_denoised_alone(shape, axes, monkeypatch):
+    """Chunks spanning several planes (a store's) must not make one plane's result denoise its neighbours too."""
+    import restore.denoise as rd
+
+    x = np.random.default_rng(8).random(shape)
+    lazy = denoise_wavelet_tree(da.from_array(x, chunks=(4,) + shape[1:]), axes=axes, lam=0.1, sigma=0.1)
+    seen, original = [], rd.denoise_wavelet_tree
+    monkeypatch.setattr(rd, "denoise_wavelet_tree", lambda im, **kw: (seen.append(np.shape(im)), original(im, **kw))[1])
+    one = lazy[2].compute()
+    assert seen == [(1,) + shape[1:]]
+    np.testing.assert_allclose(one, original(x, axes=axes, lam=0.1, sigma=0.1)[2], atol=1e-12)
