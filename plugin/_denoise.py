@@ -582,6 +582,8 @@ class DenoiseWidget(RestoreWidget):
 
         self._lam_cache = LruCache(512)
         self._preview_layer: Any = None
+        self._preview_source: Any = None  # the layer the preview layer shows a part of
+        self._adding_preview = False
         self._preview_job: Job | None = None
         self._preview_shown: tuple[Any, ...] | None = None  # what the preview layer shows (layer, plane, ...)
         self._apply_infos: list[LamInfo] = []
@@ -744,10 +746,17 @@ class DenoiseWidget(RestoreWidget):
         if self.status.value.startswith("Compiling"):
             self.status.value = "Ready."
 
+    def _on_active(self, *args: Any) -> None:
+        if not getattr(self, "_adding_preview", False):  # (called while the base class is set up, too)
+            super()._on_active(*args)
+
     def _on_layers_changed(self, *_: Any) -> None:
         if self._preview_layer is not None and not self._present(self._preview_layer):
             self._preview_layer = None
             self._preview_shown = None
+        if self._preview_layer is not None and not self._present(self._preview_source):
+            self._stop_preview()  # its source is gone: a preview of nothing in the viewer
+            self._remove_preview_layer()
         super()._on_layers_changed()
 
     def _on_image_changed(self, *_: Any) -> None:
@@ -813,6 +822,11 @@ class DenoiseWidget(RestoreWidget):
         if dims.ndisplay != 2 or list(dims.displayed) != [dims.ndim - 2, dims.ndim - 1]:
             return None, None  # a 3-D or transposed view: no box of this plane is "in view"
         (r0, c0), (r1, c1) = np.asarray(layer.corner_pixels)[:, -2:]
+        if layer.multiscale:  # corners in pixels of the level drawn: to full resolution
+            fy, fx = np.asarray(layer.downsample_factors[layer.data_level], dtype=float)[-2:]
+            (h, w) = plane_shape(layer)
+            r0, c0 = int(np.floor(r0 * fy)), int(np.floor(c0 * fx))
+            r1, c1 = min(int(np.ceil((r1 + 1) * fy)), h) - 1, min(int(np.ceil((c1 + 1) * fx)), w) - 1
         visible = (int(r0), int(r1) + 1, int(c0), int(c1) + 1) if r1 > r0 and c1 > c0 else None
         point = np.asarray(dims.point, dtype=float)
         point[-2:] = np.asarray(_camera(self._viewer).center, dtype=float)[-2:]
@@ -840,6 +854,8 @@ class DenoiseWidget(RestoreWidget):
             region, capped = preview_region(plane_shape(layer), visible, centre, max_pixels=max_pixels,
                                             margin=self.PREVIEW_MARGIN_PX, quantum=self.PREVIEW_QUANTUM_PX)
         except Exception as exc:  # noqa: BLE001
+            self._stop_preview()  # the last preview no longer shows these settings or this layer
+            self._remove_preview_layer()
             self.show_error(exc)
             return
         shown = (layer.unique_id, source.key, idx, params)
@@ -895,9 +911,14 @@ class DenoiseWidget(RestoreWidget):
         else:
             selection = self._viewer.layers.selection
             previous = set(selection)
-            self._preview_layer = self._viewer.add_image(data, **kwargs)
-            selection.clear()  # a preview is transient: the user's selection stays as it was
-            selection.update(previous)
+            self._adding_preview = True  # the selection moves and comes back: the image box must not follow
+            try:
+                self._preview_layer = self._viewer.add_image(data, **kwargs)
+                selection.clear()  # a preview is transient: the user's selection stays as it was
+                selection.update(previous)
+            finally:
+                self._adding_preview = False
+        self._preview_source = layer
         self._preview_shown = shown
         if not getattr(info, "provisional", False):
             self.status.value = note + "."

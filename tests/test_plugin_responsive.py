@@ -205,3 +205,70 @@ def test_the_preview_of_another_layer_takes_its_transform_and_look(make_napari_v
     r0, c0 = np.asarray(p.metadata["restore"]["region"])[[0, 2]]
     np.testing.assert_allclose(p.data_to_world((10, 10)), b.data_to_world((r0 + 10, c0 + 10)), atol=1e-9)
     assert p.colormap.name == "magma" and "a [preview]" not in viewer.layers and not errors
+
+
+def test_the_preview_of_a_pyramid_covers_the_view_whatever_level_is_drawn(make_napari_viewer, qtbot, errors):
+    """napari gives a multiscale layer's corners in the pixels of the level it draws, not of the full resolution."""
+    viewer = make_napari_viewer(show=True)
+    widget = dock(viewer, qtbot, DENOISE)
+    widget.lam_mode.value = "rule"
+    a = _noisy(512)
+    src = viewer.add_image([a, a[::2, ::2], a[::4, ::4]], multiscale=True, name="ms")
+    viewer.reset_view()
+    # the whole image in a small part of the canvas: napari draws a coarser level
+    (viewer.scene.camera if hasattr(viewer, "scene") else viewer.camera).zoom = 0.2
+    qtbot.waitUntil(lambda: src.data_level > 0, timeout=TIMEOUT)
+    viewer.layers.selection.active = src
+    widget.preview.value = True
+    qtbot.waitUntil(lambda: "ms [preview]" in viewer.layers and not widget.busy, timeout=TIMEOUT)
+    assert viewer.layers["ms [preview]"].metadata["restore"]["region"] == [0, 512, 0, 512] and not errors
+
+
+def _preview_of(viewer, qtbot, widget, layer):
+    widget.lam_mode.value = "rule"
+    viewer.layers.selection.active = layer
+    widget.preview.value = True
+    qtbot.waitUntil(lambda: f"{layer.name} [preview]" in viewer.layers and not widget.busy, timeout=TIMEOUT)
+
+
+def test_a_preview_goes_with_its_source_layer(make_napari_viewer, qtbot, errors):
+    viewer = make_napari_viewer()
+    widget = dock(viewer, qtbot, DENOISE)
+    a = viewer.add_image(_noisy(64), name="a")
+    _preview_of(viewer, qtbot, widget, a)
+    viewer.layers.remove(a)
+    qtbot.wait(300)
+    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
+    assert [layer.name for layer in viewer.layers] == [] and not errors
+
+
+def test_a_preview_that_cannot_follow_the_settings_or_layer_is_removed(make_napari_viewer, qtbot, errors):
+    """A refused preview (a Dask layer cannot take a strength) must not leave the last one on screen."""
+    da = pytest.importorskip("dask.array")
+    viewer = make_napari_viewer()
+    widget = dock(viewer, qtbot, DENOISE)
+    a = viewer.add_image(_noisy(64), name="a")
+    b = viewer.add_image(da.from_array(_noisy(64, 1)), name="b", contrast_limits=(0, 200))
+    _preview_of(viewer, qtbot, widget, a)
+    widget.multiplier.value = 1.5
+    qtbot.wait(300)
+    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
+    viewer.layers.selection.active = b
+    qtbot.wait(300)
+    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
+    assert errors and "strength" in str(errors[-1])
+    assert [layer.name for layer in viewer.layers] == ["a", "b"]
+
+
+def test_turning_the_preview_on_keeps_the_image_chosen_in_the_box(make_napari_viewer, qtbot, errors):
+    viewer = make_napari_viewer()
+    widget = dock(viewer, qtbot, DENOISE)
+    widget.lam_mode.value = "rule"
+    a = viewer.add_image(_noisy(64), name="a")
+    viewer.add_image(_noisy(64, 1), name="b")  # selected: the last added
+    widget.image.value = a  # the user picks another in the box
+    widget.preview.value = True
+    qtbot.wait(300)
+    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
+    assert widget.image.value is a and "a [preview]" in viewer.layers and "b [preview]" not in viewer.layers
+    assert not errors
