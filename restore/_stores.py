@@ -124,6 +124,14 @@ class ZarrInput:
     pyramid : tuple of (str, tuple, tuple)
         The OME-Zarr image's lower resolutions: path, shape and chunks of
         each level after level 0, in order.
+    array_attributes : dict
+        The array's own attributes (xarray's dimension names...), but our mark.
+    chunks : tuple or None
+        The array's declared chunks (they may exceed its shape).
+    shards : tuple or None
+        Its shards (zarr format 3).
+    fill_value : object
+        Its fill value.
     """
 
     path: Path
@@ -135,6 +143,10 @@ class ZarrInput:
     dimension_names: tuple | None = None
     file: Any = None
     pyramid: tuple = ()
+    array_attributes: dict = field(default_factory=dict)
+    chunks: tuple | None = None
+    shards: tuple | None = None
+    fill_value: Any = None
 
     def close(self) -> None:
         """Close the file the data is read from, if any."""
@@ -214,8 +226,10 @@ def open_zarr(path: str | os.PathLike) -> ZarrInput:
     if arr.ndim < 2 or arr.size == 0:
         raise ValueError(f"{str(path)!r} holds data of shape {arr.shape}: expected an image or a volume")
     names = getattr(arr.metadata, "dimension_names", None) if fmt == 3 else None
+    shards = getattr(arr, "shards", None) if fmt == 3 else None
     return ZarrInput(path, da.from_zarr(arr), fmt, axes, attributes, array_path, tuple(names) if names else None,
-                     pyramid=tuple(pyramid))
+                     pyramid=tuple(pyramid), array_attributes={k: v for k, v in arr.attrs.items() if k != MARK},
+                     chunks=tuple(arr.chunks), shards=tuple(shards) if shards else None, fill_value=arr.fill_value)
 
 
 def open_tiff(path: str | os.PathLike, info: Any = None) -> ZarrInput:
@@ -429,9 +443,12 @@ def write_zarr(path: Path, data: Any, like: ZarrInput, *, source: str, scheduler
     """
     import copy
 
+    import dask.array as da
     import zarr
 
-    chunks = tuple(c[0] for c in like.data.chunks)
+    chunks = like.chunks or tuple(c[0] for c in like.data.chunks)
+    # a task writes whole shards (several tasks writing one shard would lose some of their chunks)
+    written = da.core.normalize_chunks(like.shards, data.shape) if like.shards else like.data.chunks
     levels = _pyramid(like, data.shape)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     try:
@@ -439,17 +456,20 @@ def write_zarr(path: Path, data: Any, like: ZarrInput, *, source: str, scheduler
         kw: dict = {"dtype": data.dtype}
         if like.dimension_names is not None:
             kw["dimension_names"] = like.dimension_names
+        own = {"fill_value": like.fill_value} if like.fill_value is not None and data.dtype == like.data.dtype else {}
+        own.update({"shards": like.shards} if like.shards else {})
         if like.ome:
             attributes = copy.deepcopy(like.attributes)
             ms = _ome_multiscales(attributes)[0]
             ms["datasets"] = _datasets(ms["datasets"][0], levels, data.ndim)
             group = zarr.open_group(str(tmp), mode="w", zarr_format=like.zarr_format,
                                     attributes={**attributes, **mark})
-            target = group.create_array(like.array_path, shape=data.shape, chunks=chunks, **kw)
+            target = group.create_array(like.array_path, shape=data.shape, chunks=chunks,
+                                        attributes=like.array_attributes, **own, **kw)
         else:
-            target = zarr.create_array(str(tmp), attributes=mark, zarr_format=like.zarr_format, shape=data.shape,
-                                       chunks=chunks, **kw)
-        jobs = [(_on_chunks(data, like.data.chunks), target)]
+            target = zarr.create_array(str(tmp), attributes={**like.array_attributes, **mark},
+                                       zarr_format=like.zarr_format, shape=data.shape, chunks=chunks, **own, **kw)
+        jobs = [(_on_chunks(data, written), target)]
         for level_path, shape, level_chunks, factors in levels:
             low = group.create_array(level_path, shape=shape, chunks=level_chunks, **kw)
             jobs.append((_downsample(jobs[-1][1], factors, level_chunks), low))

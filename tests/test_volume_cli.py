@@ -211,6 +211,31 @@ def test_plain_zarr_keeps_chunks_dtype_format_and_agrees_with_memory(zarr_format
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.zarr", "out.zarr"]  # no temporary left
 
 
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_stores_own_settings_are_kept(zarr_format, noisy16, tmp_path):
+    """Its attributes (xarray's dimension names...), fill value, declared chunks and, in format 3, shards."""
+    data = (noisy16 / 65535).astype(np.float32)
+    kw = {"shards": (16, 64, 64), "chunks": (8, 32, 32)} if zarr_format == 3 else {"chunks": (32, 128, 128)}
+    arr = zarr.create_array(str(tmp_path / "in.zarr"), shape=data.shape, dtype=data.dtype, zarr_format=zarr_format,
+                            fill_value=np.nan, attributes={"_ARRAY_DIMENSIONS": ["z", "y", "x"], "note": "mine"},
+                            **kw)
+    arr[:] = data
+    dst = tmp_path / "out.zarr"
+    assert main(["denoise", str(tmp_path / "in.zarr"), str(dst), "--volume", "--sigma", "0.08", "--quiet"]) == 0
+    out = zarr.open_array(str(dst), mode="r")
+    assert out.attrs["_ARRAY_DIMENSIONS"] == ["z", "y", "x"] and out.attrs["note"] == "mine"
+    assert "restore" in out.attrs and np.isnan(out.fill_value)
+    assert out.chunks == kw["chunks"] and getattr(out, "shards", None) == kw.get("shards")
+    ref = denoise_wavelet_tree(da_from(tmp_path / "in.zarr"), axes=(0, 1, 2), sigma=0.08).compute()
+    np.testing.assert_allclose(out[:], ref, atol=1e-6)
+
+
+def da_from(path):
+    import dask.array as da
+
+    return da.from_zarr(zarr.open_array(str(path), mode="r"))
+
+
 def test_plain_zarr_plane_by_plane_equals_memory_with_lam_given(noisy16, tmp_path, capsys):
     src = _zarr(tmp_path / "in.zarr", noisy16, (4, 64, 64))
     dst = tmp_path / "out.zarr"
