@@ -20,13 +20,14 @@ __all__ = ["IMAGEJ_DTYPES", "TiffInfo", "check_output", "read_image", "read_mask
            "write_image"]
 
 # What each format can hold: dtypes and numbers of channels (1 = grey).
+_TIFF_DTYPES = ("uint8", "uint16", "uint32", "int8", "int16", "int32", "float32", "float64")
 _FORMATS = {
     ".png": ("PNG", ("uint8", "uint16"), (1, 2, 3, 4)),
     ".jpg": ("JPEG", ("uint8",), (1, 3)),
     ".jpeg": ("JPEG", ("uint8",), (1, 3)),
     ".bmp": ("BMP", ("uint8",), (1, 3, 4)),
-    ".tif": ("TIFF", ("uint8", "uint16", "uint32", "float32", "float64"), (1, 2, 3, 4)),
-    ".tiff": ("TIFF", ("uint8", "uint16", "uint32", "float32", "float64"), (1, 2, 3, 4)),
+    ".tif": ("TIFF", _TIFF_DTYPES, (1, 2, 3, 4)),
+    ".tiff": ("TIFF", _TIFF_DTYPES, (1, 2, 3, 4)),
 }
 _BITS = {"uint8": "8-bit", "uint16": "16-bit", "uint32": "32-bit", "float32": "float", "float64": "float"}
 _LOSSY = (".jpg", ".jpeg")
@@ -102,12 +103,17 @@ class TiffInfo:
         The ResolutionUnit tag (1 none, 2 inch, 3 centimetre).
     imagej : dict or None
         ImageJ's spacing (z step) and unit when the file is an ImageJ hyperstack.
+    ome : dict or None
+        The OME-XML voxel size of an OME-TIFF (``PhysicalSizeX``,
+        ``PhysicalSizeXUnit``... of its Pixels), written as OME-TIFF again
+        where ImageJ cannot hold the dtype.
     """
 
     colour: bool = False
     resolution: tuple[float, float] | None = None
     resolution_unit: int | None = None
     imagej: dict | None = None
+    ome: dict | None = None
 
 
 # ImageJ's metadata we carry over: the z step and the unit of the spacings (the x and y ones are the resolution)
@@ -127,10 +133,24 @@ def tiff_info(path: str | os.PathLike) -> TiffInfo:
             res = tuple(float(r) for r in page.resolution) if "XResolution" in page.tags else None
             unit = int(page.resolutionunit) if res is not None else None
             return TiffInfo(colour="S" in series.axes, resolution=res, resolution_unit=unit,
-                            imagej={k: ij[k] for k in _IMAGEJ_KEYS if k in ij} if ij else None)
+                            imagej={k: ij[k] for k in _IMAGEJ_KEYS if k in ij} if ij else None,
+                            ome=_ome_sizes(tif.ome_metadata) if tif.is_ome else None)
     except Exception as exc:  # noqa: BLE001 - any reader failure is one clear line
         raise ValueError(f"cannot read {str(path)!r} as an image: {str(exc).splitlines()[0] if str(exc) else exc!r}"
                          ) from None
+
+
+def _ome_sizes(xml: str | None) -> dict | None:
+    """The voxel size (``PhysicalSize*`` attributes) of an OME-TIFF's first image, None without one."""
+    import tifffile
+
+    try:
+        image = tifffile.xml2dict(xml or "")["OME"]["Image"]
+        pixels = (image[0] if isinstance(image, list) else image)["Pixels"]
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    sizes = {k: v for k, v in pixels.items() if k.startswith("PhysicalSize")}
+    return sizes or None
 
 
 def read_mask(path: str | os.PathLike, shape: tuple[int, int]) -> tuple[np.ndarray, str | None]:
@@ -235,13 +255,19 @@ def tiff_options(tiff: TiffInfo | None, image, stack_axis: str = "Z") -> dict:
     """
     colour = image.ndim == 3 and image.shape[2] in (3, 4) if tiff is None else tiff.colour
     kw: dict = {"photometric": "rgb" if colour else "minisblack"}
-    if tiff is not None and tiff.resolution is not None:
+    if tiff is None:
+        return kw
+    imagej = tiff.imagej is not None and np.dtype(image.dtype).name in IMAGEJ_DTYPES
+    if tiff.resolution is not None:
         kw["resolution"] = tiff.resolution
-        if tiff.imagej is None and tiff.resolution_unit is not None:
+        if not imagej and tiff.resolution_unit is not None:
             kw["resolutionunit"] = tiff.resolution_unit
-    if tiff is not None and tiff.imagej is not None and np.dtype(image.dtype).name in IMAGEJ_DTYPES:
-        axes = ("YXS" if colour else "YX") if image.ndim == (3 if colour else 2) else f"{stack_axis}YX"
+    axes = ("YXS" if colour else "YX") if image.ndim == (3 if colour else 2) else f"{stack_axis}YX"
+    if imagej:
         kw.update(imagej=True, metadata={**tiff.imagej, "axes": axes})
+    elif tiff.ome:  # a voxel size ImageJ cannot hold for this dtype: OME-TIFF
+        sizes = {k: v for k, v in tiff.ome.items() if "Z" not in k or axes.startswith("Z")}
+        kw.update(ome=True, metadata={**sizes, "axes": axes})
     return kw
 
 

@@ -67,6 +67,10 @@ _IMAGEJ_NAMES = {"nanometer": "nm", "micrometer": "um", "millimeter": "mm", "cen
 _IMAGEJ_UNITS = {**{v: k for k, v in _IMAGEJ_NAMES.items()}, "micron": "micrometer", "\u00b5m": "micrometer",
                  "\u03bcm": "micrometer", "\\u00B5m": "micrometer"}
 _TIFF_UNITS = {2: "inch", 3: "centimeter"}
+# OME-Zarr's unit names in OME-XML (OME-TIFF), and back
+_OME_XML_UNITS = {"nanometer": "nm", "micrometer": "\u00b5m", "millimeter": "mm", "centimeter": "cm", "meter": "m",
+                  "inch": "in"}
+_OME_ZARR_UNITS = {v: k for k, v in _OME_XML_UNITS.items()}
 _CENTIMETRES = {"nanometer": 1e-7, "micrometer": 1e-4, "millimeter": 0.1, "centimeter": 1.0, "meter": 100.0,
                 "inch": 2.54}
 
@@ -280,6 +284,18 @@ def _tiff_axes(letters: str, info: Any) -> tuple[list[dict], list[float]]:
     """
     imagej = getattr(info, "imagej", None)
     resolution = getattr(info, "resolution", None)
+    ome = getattr(info, "ome", None)
+    if not imagej and ome and "PhysicalSizeX" in ome and "PhysicalSizeY" in ome:  # an OME-TIFF's own voxel size
+        axes = [{"name": n, "type": "space", **({"unit": _OME_ZARR_UNITS[u]} if (
+            u := ome.get(f"PhysicalSize{n.upper()}Unit")) in _OME_ZARR_UNITS else {})} for n in "yx"]
+        scale = [float(ome["PhysicalSizeY"]), float(ome["PhysicalSizeX"])]
+        if len(letters) == 3:
+            name, kind = {"T": ("t", "time"), "C": ("c", "channel")}.get(letters[0], ("z", "space"))
+            z_unit = ome.get("PhysicalSizeZUnit") if kind == "space" and "PhysicalSizeZ" in ome else None
+            axes.insert(0, {"name": name, "type": kind, **({"unit": _OME_ZARR_UNITS[z_unit]}
+                                                           if z_unit in _OME_ZARR_UNITS else {})})
+            scale.insert(0, float(ome["PhysicalSizeZ"]) if kind == "space" and "PhysicalSizeZ" in ome else 1.0)
+        return axes, scale
     if imagej:
         unit = _IMAGEJ_UNITS.get(str(imagej.get("unit", "")).strip())
     else:
@@ -332,10 +348,17 @@ def tiff_calibration(src: ZarrInput, dims: list[int], imagej: bool) -> dict:
                 spacing *= _CENTIMETRES[z_unit] / _CENTIMETRES[unit]
             meta["spacing"] = spacing
         return {"resolution": (1 / scale[x], 1 / scale[y]), "imagej": meta}
+    ome = {f"PhysicalSize{k}": float(scale[a]) for k, a in (("X", x), ("Y", y))}
+    ome.update({f"PhysicalSize{k}Unit": _OME_XML_UNITS[src.axes[a].get("unit")] for k, a in (("X", x), ("Y", y))
+                if src.axes[a].get("unit") in _OME_XML_UNITS})
+    if len(dims) == 3 and src.axes[dims[0]].get("type") == "space":
+        ome["PhysicalSizeZ"] = float(scale[dims[0]])
+        if src.axes[dims[0]].get("unit") in _OME_XML_UNITS:
+            ome["PhysicalSizeZUnit"] = _OME_XML_UNITS[src.axes[dims[0]]["unit"]]
     per = _CENTIMETRES.get(unit)
     if per is None:
-        return {"resolution": (1 / scale[x], 1 / scale[y]), "resolution_unit": 1}
-    return {"resolution": (1 / (scale[x] * per), 1 / (scale[y] * per)), "resolution_unit": 3}
+        return {"resolution": (1 / scale[x], 1 / scale[y]), "resolution_unit": 1, "ome": ome}
+    return {"resolution": (1 / (scale[x] * per), 1 / (scale[y] * per)), "resolution_unit": 3, "ome": ome}
 
 
 def noise_sample(data: Any, spatial: tuple[int, ...]) -> np.ndarray:
@@ -568,10 +591,10 @@ def write_tiff(path: Path, data: Any, options: dict, *, progress: bool = True) -
     from ._io import atomic_path
 
     options = dict(options)
-    imagej = options.pop("imagej", False)
+    imagej, ome = options.pop("imagej", False), options.pop("ome", None)
     bigtiff = not imagej and data.nbytes > _BIGTIFF_BYTES
     with atomic_path(path) as tmp, _local_threads(data.npartitions, progress) as fill, \
-            tifffile.TiffWriter(tmp, bigtiff=bigtiff, imagej=imagej) as tif:
+            tifffile.TiffWriter(tmp, bigtiff=bigtiff, imagej=imagej, ome=ome) as tif:
         if data.ndim == 2:
             tif.write(fill(data), **options)
         else:

@@ -361,6 +361,28 @@ def test_a_tiff_stack_to_ome_zarr_carries_its_spacing_and_back(noisy16, tmp_path
         np.testing.assert_array_equal(tif.asarray(), group[ms["datasets"][0]["path"]][:])
 
 
+@pytest.mark.parametrize("dtype", [np.int16, np.float64])
+def test_a_voxel_size_imagej_cannot_hold_goes_to_ome_tiff_and_back(dtype, noisy16, tmp_path):
+    """ImageJ holds uint8, uint16 and float32 only: the z spacing of other dtypes is written as OME-TIFF."""
+    data = (noisy16 // 2).astype(dtype)
+    src = _ome(tmp_path / "img.ome.zarr", data, 3)
+    opts = ["--volume", "--sigma", "5000", "--lam", "0", "--quiet"]
+    assert main(["denoise", str(src), str(tmp_path / "den.tif"), *opts]) == 0
+    with tifffile.TiffFile(tmp_path / "den.tif") as tif:
+        assert tif.is_ome and tif.series[0].axes == "ZYX" and tif.asarray().dtype == dtype
+        px = tifffile.xml2dict(tif.ome_metadata)["OME"]["Image"]["Pixels"]
+        assert (px["PhysicalSizeZ"], px["PhysicalSizeX"], px["PhysicalSizeY"]) == pytest.approx((0.29, 0.26, 0.26))
+        assert px["PhysicalSizeZUnit"] == px["PhysicalSizeXUnit"] == "\u00b5m"
+    for out in ("back.tif", "back.zarr"):  # an OME-TIFF in: its voxel size goes on
+        assert main(["denoise", str(tmp_path / "den.tif"), str(tmp_path / out), *opts]) == 0
+    with tifffile.TiffFile(tmp_path / "back.tif") as tif:
+        px = tifffile.xml2dict(tif.ome_metadata)["OME"]["Image"]["Pixels"]
+        assert (px["PhysicalSizeZ"], px["PhysicalSizeX"]) == pytest.approx((0.29, 0.26))
+    ms = zarr.open_group(str(tmp_path / "back.zarr"), mode="r").attrs["ome"]["multiscales"][0]
+    assert ms["datasets"][0]["coordinateTransformations"][0]["scale"] == pytest.approx([0.29, 0.26, 0.26])
+    assert [a.get("unit") for a in ms["axes"]] == ["micrometer"] * 3
+
+
 def test_a_float64_store_to_tiff_has_its_resolution_in_centimetres(noisy16, tmp_path):
     src = _ome(tmp_path / "img.ome.zarr", (noisy16 / 65535.0)[:, :, :48], 3)  # ImageJ holds no float64
     assert main(["denoise", str(src), str(tmp_path / "o.tif"), "--sigma", "0.08", "--quiet"]) == 0
