@@ -579,29 +579,29 @@ def choose_lam(
     -------
     LamChoice
     """
-    n_axes = 2 if axes is None else len(_check_axes(axes, np.ndim(image), None, channels_checked=False))
-    img, axis = check_image(image, channel_axis=channel_axis, spatial=n_axes, exact=True)
-    sp_axes = _check_axes(axes, img.ndim, axis)
-    check_callable("progress", progress)
-    check_choice("noise", noise, NOISE_MODELS, plural="noise models")
-    if gain is not None and noise != "poisson-gaussian":
-        raise ValueError(f"gain={gain!r} applies to noise='poisson-gaussian' only, got noise={noise!r}")
-    x = np.transpose(img, list(sp_axes) + ([] if axis is None else [axis]))
-    plan = _setup(x.shape[:n_axes], penalty, wavelet, level, penalize_approx)
-    method = _resolve_method(method, penalty)
-    n_channels = x.shape[-1] if axis is not None else 1
+    arr = np.asarray(image)
+    n_axes = 2 if axes is None else len(_check_axes(axes, arr.ndim, None, channels_checked=False))
+    check_image_layout(arr.shape, arr.dtype, channel_axis=channel_axis, spatial=n_axes, exact=True)
+    opts = _check_options(arr.shape, arr.dtype, sigma=sigma, lam=method, penalty=penalty, wavelet=wavelet,
+                          level=level, penalize_approx=penalize_approx, cycle_spins=0, channel_axis=channel_axis,
+                          axes=axes, noise=noise, gain=gain, per_level=per_level, wiener=None, rng=rng,
+                          progress=progress)
+    img, axis = check_image(arr, channel_axis=opts.c_axis, spatial=n_axes, exact=True)
+    x = np.transpose(img, list(opts.sp_axes) + ([] if axis is None else [axis]))
+    plan = _plan(x.shape[:n_axes], wavelet, opts.levels, opts.penalize_approx)
+    method, n_channels, sigmas_given = opts.method, opts.n_channels, opts.sigmas
     if noise == "poisson-gaussian":
-        model = _photon_model(x, gain, sigma, axis is not None)
-        x, sigma = anscombe(x, model.gain, model.sigma), 1.0
-    sigmas_given = None if sigma is None else check_per_channel("sigma", sigma, n_channels)
+        model = _photon_model(x, opts.gain, opts.read_noise, axis is not None)
+        x, sigmas_given = anscombe(x, model.gain, model.sigma), [1.0] * n_channels
     channels = _to_channels(x, -1 if axis is not None else None)
     var_maps = (_stabilised_variance(channels, model, n_axes) if noise == "poisson-gaussian"
                 else [None] * len(channels))
     sigmas = _channel_sigmas(sigmas_given, channels)
-    gen = np.random.default_rng(0 if rng is None else rng)
     steps = Steps(progress, len(channels) * _lam_steps(method, penalty, plan, per_level, noise == "poisson-gaussian"),
                   start=True)
-    choices = [_choice_for_plane(ch, s, penalty, method, plan, penalize_approx, gen, steps, per_level, vm)
+    # as denoise_wavelet_tree does: SURE's probe afresh on each channel
+    choices = [_choice_for_plane(ch, s, penalty, method, plan, penalize_approx, np.random.default_rng(opts.seed),
+                                 steps, per_level, vm)
                for ch, s, vm in zip(channels, sigmas, var_maps, strict=True)]
     weights = tuple(None if w is None else tuple(float(v) for v in w) for _, w in choices)
     return LamChoice(lam=tuple(float(lm) for lm, _ in choices), sigma=tuple(float(s) for s in sigmas),

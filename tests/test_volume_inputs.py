@@ -156,3 +156,14 @@ def test_one_plane_or_volume_of_a_lazy_stack_is_denoised_alone(shape, axes, monk
     one = lazy[2].compute()
     assert seen == [(1,) + shape[1:]]
     np.testing.assert_allclose(one, original(x, axes=axes, lam=0.1, sigma=0.1)[2], atol=1e-12)
+
+
+def test_choosing_lam_first_reads_levels_in_the_order_of_axes_too():
+    from restore import choose_lam
+
+    rng = np.random.default_rng(9)
+    vol = 0.5 + 0.1 * rng.standard_normal((8, 16, 32))
+    kw = {"axes": (2, 0, 1), "level": (2, 1, 2), "sigma": 0.1, "wiener": False}
+    choice = choose_lam(vol, **{k: v for k, v in kw.items() if k != "wiener"})
+    np.testing.assert_allclose(denoise_wavelet_tree(vol, lam=choice, **kw), denoise_wavelet_tree(vol, **kw),
+                               atol=1e-12)
