@@ -1041,6 +1041,11 @@ def _check_axes(axes, ndim: int, channel_axis: int | None, channels_checked: boo
 
 def _photon_model(x: np.ndarray, gain, sigma, has_channels: bool) -> NoiseEstimate:
     """Gain and read noise as given, the missing ones estimated from the image (and logged)."""
+    mean = float(np.mean(x))
+    if mean < 0:
+        raise ValueError(f"noise='poisson-gaussian' reads the image as photons times gain, from 0 (no light): its "
+                         f"mean {mean:.4g} is below 0. Subtract the camera offset so that no light reads about 0, "
+                         f"or use noise='gaussian'")
     if gain is not None:
         gain = check_number("gain (image units per photon)", gain, min=0.0, strict=True)
     if sigma is not None:

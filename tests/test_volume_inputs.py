@@ -167,3 +167,10 @@ def test_choosing_lam_first_reads_levels_in_the_order_of_axes_too():
     choice = choose_lam(vol, **{k: v for k, v in kw.items() if k != "wiener"})
     np.testing.assert_allclose(denoise_wavelet_tree(vol, lam=choice, **kw), denoise_wavelet_tree(vol, **kw),
                                atol=1e-12)
+
+
+def test_photon_noise_needs_an_image_whose_zero_is_no_light():
+    """A camera offset left in (or taken off twice) is no photon count: refused, not denoised to zeros."""
+    z = counts().astype(np.float64) - 100.0
+    with pytest.raises(ValueError, match=r"mean -\d+.* below 0.*camera offset"):
+        denoise_wavelet_tree(z, axes=(0, 1, 2), noise="poisson-gaussian", gain=1.0, sigma=0.0)
