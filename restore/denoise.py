@@ -713,7 +713,7 @@ def denoise_wavelet_tree(
         2-D), so that it agrees with the in-memory result away from the
         volume's borders (exactly when the basis functions reach no further):
         blocks have the levels of the whole, its photon noise (estimated
-        once, on at most 16 M voxels of whole planes spread through it), and,
+        once, on a central part of at most 16 M voxels), and,
         with ``lam`` chosen automatically, choose their own. Every setting is
         checked at the call; the values (NaN, inf) block by block. Integer images are
         converted to float in [0, 1] (:func:`skimage.util.img_as_float`);
@@ -1174,7 +1174,7 @@ def _denoise_dask(image, opts: _Options, *, sigma, noise, gain, wiener, progress
             chunks[a] = core
     arr = image.rechunk(chunks) if chunks else image
     if noise == "poisson-gaussian" and (opts.gain is None or opts.read_noise is None):
-        model = _photon_model(_noise_sample(image, sp_axes, c_axis), opts.gain, opts.read_noise, c_axis is not None)
+        model = _photon_model(_noise_sample(image, sp_axes), opts.gain, opts.read_noise, False)
         gain, sigma = model.gain, model.sigma
     dtype = output_dtype(arr.dtype)
     level = lv[0] if len(lv) == 2 else lv  # planes take one level (both axes alike)
@@ -1186,36 +1186,17 @@ def _denoise_dask(image, opts: _Options, *, sigma, noise, gain, wiener, progress
     return arr.map_overlap(block, depth=depth, boundary="none", dtype=dtype, meta=np.empty((0,) * ndim, dtype))
 
 
-# Most voxels read from a lazy array to estimate its photon noise once (16 M: 128 MB in float64): whole planes,
-# evenly spaced through the rest of the array, or a central crop of one plane if a plane holds more.
-_NOISE_SAMPLE_VOXELS = 1 << 24
+def _noise_sample(image, sp_axes: tuple[int, ...]) -> np.ndarray:
+    """A bounded central part of a Dask array (:func:`restore._stores.noise_sample`), as the blocks read it.
 
+    Float as :func:`check_image` makes it, in the layout of the photon model
+    (other axes first, the transformed axes last); one channel.
+    """
+    from ._stores import noise_sample
 
-def _noise_sample(image, sp_axes: tuple[int, ...], c_axis: int | None) -> np.ndarray:
-    """A bounded sample of a Dask array, as float, in the layout of :func:`denoise_wavelet_tree`'s photon model."""
-    ndim = image.ndim
-    plane = list(sp_axes[-2:]) + ([] if c_axis is None else [c_axis])
-    per_plane = int(np.prod([image.shape[a] for a in plane], dtype=np.int64))
-    index: list = [slice(None)] * ndim
-    if per_plane > _NOISE_SAMPLE_VOXELS:
-        f = np.sqrt(_NOISE_SAMPLE_VOXELS / per_plane)
-        for a in sp_axes[-2:]:
-            n = int(image.shape[a])
-            m = max(2, int(n * f))
-            index[a] = slice((n - m) // 2, (n - m) // 2 + m)
-    sample = image[tuple(index)]
-    budget = max(1, _NOISE_SAMPLE_VOXELS // int(np.prod([sample.shape[a] for a in plane], dtype=np.int64)))
-    for a in range(ndim):
-        if a in plane:
-            continue
-        k = min(int(sample.shape[a]), budget)
-        budget = max(1, budget // k)
-        take = [slice(None)] * ndim
-        take[a] = np.unique(np.linspace(0, sample.shape[a] - 1, k).round().astype(np.int64))
-        sample = sample[tuple(take)]
-    x, _ = check_image(np.asarray(sample), channel_axis=c_axis, spatial=len(sp_axes))
-    order = [i for i in range(ndim) if i not in sp_axes and i != c_axis] + list(sp_axes)
-    return np.transpose(x, order + ([] if c_axis is None else [c_axis]))
+    sample = noise_sample(image, sp_axes)  # one index, the middle one, along the other axes and the channels
+    x, _ = check_image(sample.astype(image.dtype, copy=False), spatial=min(2, len(sp_axes)))
+    return x
 
 
 def _shift_groups(n_shifts: int, ndim: int = 2) -> list[list[tuple[int, ...]]]:
