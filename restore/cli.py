@@ -157,6 +157,25 @@ def _progress_bar(quiet: bool, desc: str) -> tuple[Any, Callable[[int, int], Non
 # ---------------------------------------------------------------------------
 
 
+def _check_gain(args: argparse.Namespace) -> None:
+    if args.gain is not None and args.noise != "poisson-gaussian":
+        raise ValueError(f"--gain {args.gain:g} applies to --noise poisson-gaussian only, got --noise {args.noise}")
+
+
+def _check_settings(args: argparse.Namespace, img: Any, axes: tuple[int, ...], scale: float) -> None:
+    """Every setting checked by the library on a lazy ``img`` (nothing computed) before a noise sample is read.
+
+    What is still to estimate (sigma, gain) stands in as 1.
+    """
+    from . import denoise_wavelet_tree
+
+    _check_gain(args)
+    photon = args.noise == "poisson-gaussian"
+    denoise_wavelet_tree(img, axes=axes, **_tree_options(args), noise=args.noise, lam=args.lam,
+                         sigma=1.0 if args.sigma is None else args.sigma / scale,
+                         gain=(1.0 if args.gain is None else args.gain / scale) if photon else None)
+
+
 def _noise_options(args: argparse.Namespace, scale: float, sample: Any, channel_axis: int | None,
                    pooled: bool, where: str = "") -> dict:
     """The noise model, gain, sigma and lam in the library's units; estimates of what is missing, printed.
@@ -171,8 +190,7 @@ def _noise_options(args: argparse.Namespace, scale: float, sample: Any, channel_
     from . import estimate_noise, estimate_sigma
 
     photon = args.noise == "poisson-gaussian"
-    if args.gain is not None and not photon:
-        raise ValueError(f"--gain {args.gain:g} applies to --noise poisson-gaussian only, got --noise {args.noise}")
+    _check_gain(args)
     gain = None if args.gain is None else args.gain / scale
     sigma = None if args.sigma is None else args.sigma / scale
     # with photon noise a numeric lam is in the stabilised units of the Anscombe transform, not the file's
@@ -303,6 +321,7 @@ def _denoise_lazy(args: argparse.Namespace, src: Any, dst_path: Path) -> int:
         raise ValueError(f"{str(src.path)!r} has {data.shape[channels[0]]} channels, whose noise differs: give "
                          "--sigma (and --gain), or denoise one channel at a time")
     img, scale = _to_float(data)
+    _check_settings(args, img, axes, scale)
     sample = noise_sample(img, axes) if estimating else None
     where = f" (on {sample.size} central voxels)" if estimating else ""
     noise = _noise_options(args, scale, sample, None, pooled=True, where=where)

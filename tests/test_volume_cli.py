@@ -422,6 +422,24 @@ def test_conversions_are_refused_up_front_when_the_output_cannot_hold_the_input(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rgb.tif", "two.zarr", "x.png"]
 
 
+@pytest.mark.parametrize(("options", "match"), [
+    (["--wavelet", "foo"], "wavelet"),
+    (["--penalty", "l0", "--lam", "sure"], "sure"),
+    (["--gain", "2"], "--gain 2 applies to --noise poisson-gaussian only"),
+    (["--level", "9"], "level 9 is too deep")])
+def test_settings_are_refused_before_the_noise_sample_is_read(options, match, noisy16, tmp_path, monkeypatch):
+    import restore._stores
+
+    def read(*args, **kwargs):
+        raise AssertionError("the noise sample was read")
+
+    monkeypatch.setattr(restore._stores, "noise_sample", read)
+    src = _zarr(tmp_path / "in.zarr", noisy16, (8, 32, 32))
+    with pytest.raises(SystemExit, match=match):
+        main(["denoise", str(src), str(tmp_path / "o.zarr"), "--volume", "--quiet", *options])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.zarr"]
+
+
 def test_a_zarr_group_without_an_image_names_its_arrays(noisy16, tmp_path):
     group = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
     group.create_array("raw", shape=noisy16.shape, chunks=(8, 32, 32), dtype=noisy16.dtype)[:] = noisy16
