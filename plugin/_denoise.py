@@ -868,8 +868,14 @@ class DenoiseWidget(RestoreWidget):
         self._install_close_hook()
         r0, r1, c0, c1 = region
         size = f"{r1 - r0}\u00d7{c1 - c0}"
-        note = (f"Preview: a {size} region around the view's centre (zoom in to preview elsewhere)" if capped
-                else f"Preview of the part in view ({size} pixels)")
+        dims = self._viewer.dims
+        if dims.ndisplay != 2 or list(dims.displayed) != [dims.ndim - 2, dims.ndim - 1]:
+            note = (f"Preview of the current plane ({size} pixels): the view is 3-D or shows other axes, "
+                    "switch to 2-D to see it in place")
+        elif capped:
+            note = f"Preview: a {size} region around the view's centre (zoom in to preview elsewhere)"
+        else:
+            note = f"Preview of the part in view ({size} pixels)"
         if depth is not None:
             note += f", denoised as a volume of {depth[1] - depth[0]} planes"
         self.status.value = note + "\u2026"

@@ -272,3 +272,12 @@ def test_turning_the_preview_on_keeps_the_image_chosen_in_the_box(make_napari_vi
     qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
     assert widget.image.value is a and "a [preview]" in viewer.layers and "b [preview]" not in viewer.layers
     assert not errors
+
+
+def test_a_transposed_view_is_not_said_to_be_previewed_in_view(make_napari_viewer, qtbot, errors):
+    viewer = make_napari_viewer()
+    widget = dock(viewer, qtbot, DENOISE)
+    src = viewer.add_image(np.stack([_noisy(64, s) for s in range(8)]), name="v")
+    viewer.dims.order = (1, 0, 2)  # a z-x slice
+    _preview_of(viewer, qtbot, widget, src)
+    assert "in view" not in widget.status.value and "other axes" in widget.status.value and not errors
