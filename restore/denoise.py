@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pywt
@@ -582,6 +582,8 @@ def choose_lam(
     arr = np.asarray(image)
     n_axes = 2 if axes is None else len(_check_axes(axes, arr.ndim, None, channels_checked=False))
     check_image_layout(arr.shape, arr.dtype, channel_axis=channel_axis, spatial=n_axes, exact=True)
+    if method is not None:
+        check_choice("method", method, ("sure", "rule"), plural="methods")
     opts = _check_options(arr.shape, arr.dtype, sigma=sigma, lam=method, penalty=penalty, wavelet=wavelet,
                           level=level, penalize_approx=penalize_approx, cycle_spins=0, channel_axis=channel_axis,
                           axes=axes, noise=noise, gain=gain, per_level=per_level, wiener=None, rng=rng,
@@ -592,6 +594,8 @@ def choose_lam(
     method, n_channels, sigmas_given = opts.method, opts.n_channels, opts.sigmas
     if noise == "poisson-gaussian":
         model = _photon_model(x, opts.gain, opts.read_noise, axis is not None)
+        if opts.gain is not None:
+            _check_gain_scale(model.gain, x, arr.dtype)
         x, sigmas_given = anscombe(x, model.gain, model.sigma), [1.0] * n_channels
     channels = _to_channels(x, -1 if axis is not None else None)
     var_maps = (_stabilised_variance(channels, model, n_axes) if noise == "poisson-gaussian"
@@ -793,8 +797,10 @@ def denoise_wavelet_tree(
         Daubechies 2 with the first pass as pilot (``2 * cycle_spins``
         shifts); the tree estimate then takes ``cycle_spins / 4`` shifts.
         Default (None): on for volumes (three ``axes``), off for planes.
-    rng : int or numpy.random.Generator, optional
-        Seed of the SURE probe (default 0: reproducible results).
+    rng : int, sequence of int, numpy.random.SeedSequence or numpy.random.Generator, optional
+        Seed of the SURE probe, which starts afresh from it on each plane
+        and channel (default 0: reproducible results; a Generator gives one
+        seed drawn from it).
     progress : callable, optional
         ``progress(done, total)`` after each step: each evaluation of SURE's
         risk, each transform and each shrinkage of a group of shifts (under
@@ -874,22 +880,32 @@ def denoise_wavelet_tree(
                           penalize_approx=penalize_approx, cycle_spins=cycle_spins, channel_axis=channel_axis,
                           axes=axes, noise=noise, gain=gain, per_level=per_level, wiener=wiener, rng=rng,
                           progress=progress)
+    work = {"penalty": penalty, "wavelet": wavelet, "noise": noise, "per_level": per_level, "wiener": wiener}
     if lazy:
-        return _denoise_dask(arr, opts, sigma=sigma, lam=lam, penalty=penalty, wavelet=wavelet,
-                             penalize_approx=penalize_approx, cycle_spins=cycle_spins, noise=noise, gain=gain,
-                             per_level=per_level, wiener=wiener, progress=progress)
+        return _denoise_dask(arr, opts, progress=progress, **work)
+    return _denoise_array(arr, opts, progress=progress, **work)
+
+
+def _denoise_array(arr: np.ndarray, opts: _Options, *, penalty: str, wavelet: str, noise: str,
+                   per_level: bool | None, wiener: bool | None, progress: ProgressCallback | None,
+                   block: bool = False) -> np.ndarray:
+    """:func:`denoise_wavelet_tree` of an array in memory, on settings checked by :func:`_check_options`.
+
+    ``block``: one block of a Dask array, whose photon model was checked and
+    estimated on the whole (its own sample may be dark: no check there).
+    """
     img, c_axis = check_image(arr, channel_axis=opts.c_axis, spatial=len(opts.sp_axes))
     n_shifts, method, lams_given, weights_given = opts.n_shifts, opts.method, opts.lams, opts.level_weights
-    sp_axes = opts.sp_axes
-    plan = _plan(tuple(int(img.shape[a]) for a in sp_axes), wavelet, opts.levels, opts.penalize_approx)
+    sp_axes, penalize_approx = opts.sp_axes, opts.penalize_approx
+    plan = _plan(tuple(int(img.shape[a]) for a in sp_axes), wavelet, opts.levels, penalize_approx)
     # channels last, the transformed axes just before them, the rest (stacks of planes or volumes) first
     order = [i for i in range(img.ndim) if i not in sp_axes and i != c_axis] + list(sp_axes)
     order += [] if c_axis is None else [c_axis]
     x = np.transpose(img, order)
     n_sp, n_channels, sigmas_given = len(sp_axes), opts.n_channels, opts.sigmas
     if noise == "poisson-gaussian":
-        model = _photon_model(x, opts.gain, opts.read_noise, c_axis is not None)
-        if gain is not None:
+        model = _photon_model(x, opts.gain, opts.read_noise, c_axis is not None, check=not block)
+        if opts.gain is not None and not block:
             _check_gain_scale(model.gain, x, arr.dtype)
         x = anscombe(x, model.gain, model.sigma)
         sigmas_given = [1.0] * n_channels  # the transform's stabilised noise
@@ -948,7 +964,7 @@ class _Options:
     sigmas: list[float] | None  # Gaussian noise, one per channel; None: estimated
     gain: float | None  # Poisson-Gaussian
     read_noise: float | None  # Poisson-Gaussian
-    seed: int
+    seed: Any  # of numpy.random.default_rng
 
 
 def _check_options(shape, dtype, *, sigma, lam, penalty, wavelet, level, penalize_approx, cycle_spins, channel_axis,
@@ -999,15 +1015,24 @@ def _check_options(shape, dtype, *, sigma, lam, penalty, wavelet, level, penaliz
                     sigmas, gain, read_noise, _seed(rng))
 
 
-def _seed(rng) -> int:
-    """The seed of SURE's probe: ``rng`` (default 0), or one drawn from a Generator."""
+def _seed(rng) -> Any:
+    """The seed from which SURE's probe starts afresh on each plane and channel.
+
+    ``rng`` as :func:`numpy.random.default_rng` takes it (default 0), or one
+    drawn from a Generator or bit generator (they have a state, not a seed).
+    """
     if rng is None:
         return 0
-    if isinstance(rng, np.random.Generator):
-        return int(rng.integers(2**63))
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
-        return int(rng)
-    raise ValueError(f"rng must be None, an integer >= 0 or a numpy.random.Generator, got {rng!r}")
+    if isinstance(rng, (np.random.Generator, np.random.BitGenerator)):
+        return int(np.random.default_rng(rng).integers(2**63))
+    try:
+        if isinstance(rng, bool):
+            raise TypeError
+        np.random.default_rng(rng)
+    except (TypeError, ValueError):
+        raise ValueError(f"rng must be None, a seed of numpy.random.default_rng (an integer >= 0, a sequence of "
+                         f"them, a SeedSequence) or a Generator, got {rng!r}") from None
+    return rng
 
 
 def _check_gain_scale(gain: float, x: np.ndarray, dtype: np.dtype) -> None:
@@ -1043,9 +1068,12 @@ def _check_axes(axes, ndim: int, channel_axis: int | None, channels_checked: boo
     return tuple(sorted(ax))
 
 
-def _photon_model(x: np.ndarray, gain, sigma, has_channels: bool) -> NoiseEstimate:
-    """Gain and read noise as given, the missing ones estimated from the image (and logged)."""
-    mean = float(np.mean(x))
+def _photon_model(x: np.ndarray, gain, sigma, has_channels: bool, check: bool = True) -> NoiseEstimate:
+    """Gain and read noise as given, the missing ones estimated from the image (and logged).
+
+    ``check``: refuse an image of negative mean (a camera offset left in).
+    """
+    mean = float(np.mean(x)) if check else 0.0
     if mean < 0:
         raise ValueError(f"noise='poisson-gaussian' reads the image as photons times gain, from 0 (no light): its "
                          f"mean {mean:.4g} is below 0. Subtract the camera offset so that no light reads about 0, "
@@ -1152,7 +1180,8 @@ def _block_plan(chunk: int, n: int, levels: int, reach: int, n_axes: int = 3) ->
     return min(fits[0] if fits else high, n), depth
 
 
-def _denoise_dask(image, opts: _Options, *, sigma, noise, gain, wiener, progress, **kwargs):
+def _denoise_dask(image, opts: _Options, *, noise: str, wiener: bool | None, progress: ProgressCallback | None,
+                  **work: Any):
     """Lazy :func:`denoise_wavelet_tree` of a Dask array: overlapping blocks (``dask.array.map_overlap``).
 
     ``opts`` are the call's validated settings. Every block has the levels of
@@ -1164,7 +1193,7 @@ def _denoise_dask(image, opts: _Options, *, sigma, noise, gain, wiener, progress
         raise ValueError("progress is not available for Dask arrays: use Dask's own diagnostics "
                          "(dask.diagnostics.ProgressBar or the distributed dashboard)")
     ndim, c_axis, sp_axes, lv = image.ndim, opts.c_axis, opts.sp_axes, opts.levels
-    wavelet = kwargs["wavelet"]
+    wavelet = work["wavelet"]
     depth = {a: 0 for a in range(ndim)}
     chunks = {a: -1 for a in range(ndim) if a == c_axis}  # every block holds whole channels
     # ... and one plane (volume) of a stack: computing one computes no other
@@ -1179,13 +1208,11 @@ def _denoise_dask(image, opts: _Options, *, sigma, noise, gain, wiener, progress
     arr = image.rechunk(chunks) if chunks else image
     if noise == "poisson-gaussian" and (opts.gain is None or opts.read_noise is None):
         model = _photon_model(_noise_sample(image, sp_axes), opts.gain, opts.read_noise, False)
-        gain, sigma = model.gain, model.sigma
+        opts = replace(opts, gain=model.gain, read_noise=model.sigma)
     dtype = output_dtype(arr.dtype)
-    level = lv[0] if len(lv) == 2 else lv  # planes take one level (both axes alike)
 
-    def block(b):
-        return denoise_wavelet_tree(b, axes=sp_axes, channel_axis=c_axis, level=level, sigma=sigma, noise=noise,
-                                    gain=gain, wiener=wiener, rng=opts.seed, **kwargs)
+    def block(b):  # the settings of the whole, its levels included, whatever the block's size
+        return _denoise_array(b, opts, noise=noise, wiener=wiener, progress=None, block=True, **work)
 
     return arr.map_overlap(block, depth=depth, boundary="none", dtype=dtype, meta=np.empty((0,) * ndim, dtype))
 

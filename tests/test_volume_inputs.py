@@ -3,6 +3,7 @@ denoised consistently."""
 
 import numpy as np
 import pytest
+from dask_helpers import computed_blocks
 
 from restore import denoise_wavelet_tree
 
@@ -145,17 +146,16 @@ def test_one_read_noise_for_photon_noise_in_colour():
 
 
 @pytest.mark.parametrize(("shape", "axes"), [((8, 64, 64), None), ((3, 16, 32, 32), (1, 2, 3))])
-def test_one_plane_or_volume_of_a_lazy_stack_is_denoised_alone(shape, axes, monkeypatch):
+def test_one_plane_or_volume_of_a_lazy_stack_is_denoised_alone(shape, axes):
     """Chunks spanning several planes (a store's) must not make one plane's result denoise its neighbours too."""
-    import restore.denoise as rd
-
     x = np.random.default_rng(8).random(shape)
     lazy = denoise_wavelet_tree(da.from_array(x, chunks=(4,) + shape[1:]), axes=axes, lam=0.1, sigma=0.1)
-    seen, original = [], rd.denoise_wavelet_tree
-    monkeypatch.setattr(rd, "denoise_wavelet_tree", lambda im, **kw: (seen.append(np.shape(im)), original(im, **kw))[1])
-    one = lazy[2].compute()
+    with computed_blocks(lazy) as seen:
+        one = lazy[2].compute(optimize_graph=False)  # the blocks keep their names
     assert seen == [(1,) + shape[1:]]
-    np.testing.assert_allclose(one, original(x, axes=axes, lam=0.1, sigma=0.1)[2], atol=1e-12)
+    np.testing.assert_allclose(one, denoise_wavelet_tree(x, axes=axes, lam=0.1, sigma=0.1)[2], atol=1e-12)
+
+
 
 
 def test_choosing_lam_first_reads_levels_in_the_order_of_axes_too():
@@ -174,3 +174,37 @@ def test_photon_noise_needs_an_image_whose_zero_is_no_light():
     z = counts().astype(np.float64) - 100.0
     with pytest.raises(ValueError, match=r"mean -\d+.* below 0.*camera offset"):
         denoise_wavelet_tree(z, axes=(0, 1, 2), noise="poisson-gaussian", gain=1.0, sigma=0.0)
+
+
+def test_every_block_of_a_lazy_plane_takes_the_levels_of_the_whole():
+    """A block at the edge may be small (Dask merges a short last chunk): deep levels are the whole's, not its own."""
+    x = np.random.default_rng(10).random((1030, 1030)).astype(np.float32)
+    corner = denoise_wavelet_tree(da.from_array(x, chunks=-1), sigma=0.1, lam=0.1, wavelet="db8")[-2:, -2:]
+    assert corner.compute().shape == (2, 2)
+
+
+def test_a_dark_plane_of_a_lazy_stack_is_denoised_as_in_memory():
+    """The photon model is checked on the whole, once: a block of one dark plane is no image of its own."""
+    rng = np.random.default_rng(11)
+    bright = 3 * rng.poisson(np.full((64, 64), 40.0))  # 3 counts a photon
+    dark = rng.integers(0, 3, (64, 64))  # under one photon everywhere: read noise only
+    stack = np.stack([bright, dark]).astype(np.uint16)
+    kw = {"noise": "poisson-gaussian", "gain": 3 / 65535, "sigma": 1 / 65535, "lam": 1.0}
+    lazy = denoise_wavelet_tree(da.from_array(stack, chunks=(1, 64, 64)), **kw).compute()
+    np.testing.assert_allclose(lazy, denoise_wavelet_tree(stack, **kw), atol=1e-12)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"method": 0.5}, "method"),
+    ({"noise": "poisson-gaussian", "gain": 3.0}, "gain=3.0 .*larger than the image's largest value")])
+def test_choose_lam_refuses_what_denoise_refuses(kwargs, match):
+    from restore import choose_lam
+
+    with pytest.raises(ValueError, match=match):
+        choose_lam(counts((16, 64, 64)).astype(np.uint16)[0], **kwargs)
+
+
+@pytest.mark.parametrize("rng", [np.random.SeedSequence(1), [1, 2], np.int64(3)])
+def test_any_seed_numpy_takes_is_a_seed_here(rng):
+    x = np.random.default_rng(12).random((32, 32))
+    np.testing.assert_allclose(denoise_wavelet_tree(x, sigma=0.1, rng=rng), denoise_wavelet_tree(x, sigma=0.1, rng=rng))
