@@ -754,10 +754,13 @@ class DenoiseWidget(RestoreWidget):
         if self._preview_layer is not None and not self._present(self._preview_layer):
             self._preview_layer = None
             self._preview_shown = None
-        if self._preview_layer is not None and not self._present(self._preview_source):
-            self._stop_preview()  # its source is gone: a preview of nothing in the viewer
+        gone = self._preview_layer is not None and not self._present(self._preview_source)
+        if gone:  # a preview of nothing in the viewer: removed, and the image now chosen previewed afresh
+            self._stop_preview()
             self._remove_preview_layer()
         super()._on_layers_changed()
+        if gone and self.image.value is not None:
+            self._schedule_preview()
 
     def _on_image_changed(self, *_: Any) -> None:
         if self._inactive:

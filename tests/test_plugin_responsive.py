@@ -281,3 +281,17 @@ def test_a_transposed_view_is_not_said_to_be_previewed_in_view(make_napari_viewe
     viewer.dims.order = (1, 0, 2)  # a z-x slice
     _preview_of(viewer, qtbot, widget, src)
     assert "in view" not in widget.status.value and "other axes" in widget.status.value and not errors
+
+
+def test_removing_the_last_previews_source_while_the_next_one_runs_keeps_the_next(make_napari_viewer, qtbot, errors):
+    viewer = make_napari_viewer()
+    widget = dock(viewer, qtbot, DENOISE)
+    a = viewer.add_image(_noisy(64), name="a")
+    b = viewer.add_image(_noisy(768, 1), name="b")
+    _preview_of(viewer, qtbot, widget, a)
+    widget.cycle_spins.value = 16  # a slow preview for b
+    viewer.layers.selection.active = b
+    qtbot.waitUntil(lambda: widget.busy, timeout=TIMEOUT)
+    viewer.layers.remove(a)  # a's preview goes; b's comes
+    qtbot.waitUntil(lambda: "b [preview]" in viewer.layers and not widget.busy, timeout=TIMEOUT)
+    assert "a [preview]" not in viewer.layers and not errors
