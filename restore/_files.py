@@ -103,6 +103,8 @@ class TiffInfo:
         The ResolutionUnit tag (1 none, 2 inch, 3 centimetre).
     imagej : dict or None
         ImageJ's spacing (z step) and unit when the file is an ImageJ hyperstack.
+    axes : str or None
+        tifffile's letters of the first series' axes (``'TYX'``, ``'ZYXS'``...).
     ome : dict or None
         The OME-XML voxel size of an OME-TIFF (``PhysicalSizeX``,
         ``PhysicalSizeXUnit``... of its Pixels), written as OME-TIFF again
@@ -114,6 +116,7 @@ class TiffInfo:
     resolution_unit: int | None = None
     imagej: dict | None = None
     ome: dict | None = None
+    axes: str | None = None
 
 
 # ImageJ's metadata we carry over: the z step and the unit of the spacings (the x and y ones are the resolution)
@@ -134,7 +137,7 @@ def tiff_info(path: str | os.PathLike) -> TiffInfo:
             unit = int(page.resolutionunit) if res is not None else None
             return TiffInfo(colour="S" in series.axes, resolution=res, resolution_unit=unit,
                             imagej={k: ij[k] for k in _IMAGEJ_KEYS if k in ij} if ij else None,
-                            ome=_ome_sizes(tif.ome_metadata) if tif.is_ome else None)
+                            ome=_ome_sizes(tif.ome_metadata) if tif.is_ome else None, axes=series.axes)
     except Exception as exc:  # noqa: BLE001 - any reader failure is one clear line
         raise ValueError(f"cannot read {str(path)!r} as an image: {str(exc).splitlines()[0] if str(exc) else exc!r}"
                          ) from None
@@ -245,13 +248,14 @@ def write_image(path: Path, image: np.ndarray, tiff: TiffInfo | None = None) -> 
             iio.imwrite(tmp, image, extension=suffix)
 
 
-def tiff_options(tiff: TiffInfo | None, image, stack_axis: str = "Z") -> dict:
+def tiff_options(tiff: TiffInfo | None, image, stack_axis: str | None = None) -> dict:
     """Keywords of ``tifffile.imwrite`` for ``image`` (an array, maybe lazy) with ``tiff``'s metadata.
 
     The resolution, with its unit unless the file is an ImageJ hyperstack
     (ImageJ names the unit in its own metadata), and ImageJ's spacing and
     unit for the dtypes ImageJ holds; ``stack_axis`` is ImageJ's letter for
-    the planes of a 3-D grey image (Z, C or T).
+    the planes of a 3-D grey image (Z, C or T; default: the input TIFF's,
+    else Z).
     """
     colour = image.ndim == 3 and image.shape[2] in (3, 4) if tiff is None else tiff.colour
     kw: dict = {"photometric": "rgb" if colour else "minisblack"}
@@ -262,6 +266,9 @@ def tiff_options(tiff: TiffInfo | None, image, stack_axis: str = "Z") -> dict:
         kw["resolution"] = tiff.resolution
         if not imagej and tiff.resolution_unit is not None:
             kw["resolutionunit"] = tiff.resolution_unit
+    if stack_axis is None:
+        first = (tiff.axes or "Z")[0] if tiff is not None else "Z"
+        stack_axis = first if first in "TZC" else "Z"
     axes = ("YXS" if colour else "YX") if image.ndim == (3 if colour else 2) else f"{stack_axis}YX"
     if imagej:
         kw.update(imagej=True, metadata={**tiff.imagej, "axes": axes})

@@ -111,6 +111,23 @@ def test_a_planar_rgb_tiff_stays_colour_and_is_no_volume(tmp_path):
     np.testing.assert_allclose(out, np.clip(np.rint(expected * 255), 0, 255), atol=1)
 
 
+@pytest.mark.parametrize("ome", [False, True])
+def test_a_time_series_stays_a_time_series(ome, noisy16, tmp_path):
+    """An ImageJ or OME-TIFF stack along T is written back along T, not Z."""
+    src = tmp_path / "t.tif"
+    if ome:
+        tifffile.imwrite(src, noisy16.astype(np.int16), ome=True, metadata={"axes": "TYX", "PhysicalSizeX": 0.26,
+                                                                             "PhysicalSizeY": 0.26})
+    else:
+        tifffile.imwrite(src, noisy16, imagej=True, metadata={"axes": "TYX"})
+    for out, extra in (("planes.tif", []), ("streamed.zarr", [])):
+        assert main(["denoise", str(src), str(tmp_path / out), "--sigma", "5000", "--quiet", *extra]) == 0
+    with tifffile.TiffFile(tmp_path / "planes.tif") as tif:
+        assert tif.series[0].axes == "TYX"
+    ms = zarr.open_group(str(tmp_path / "streamed.zarr"), mode="r").attrs["ome"]["multiscales"][0]
+    assert [(a["name"], a["type"]) for a in ms["axes"]][0] == ("t", "time")
+
+
 def test_a_float64_stack_without_imagej_keeps_its_resolution(noisy16, tmp_path):
     src = tmp_path / "f.tif"
     tifffile.imwrite(src, noisy16 / 65535.0, photometric="minisblack", resolution=(3.8, 3.8),
