@@ -79,12 +79,17 @@ def _lam_arg(text: str) -> float | str:
 
 
 def _to_float(image: np.ndarray) -> tuple[np.ndarray, float]:
-    """Integer images to float32 in [0, 1]; return the scale of the stored values."""
+    """Integer images to float in [0, 1]; return the scale of the stored values.
+
+    float32 holds 8- and 16-bit values exactly; wider integers go to float64
+    (float32 keeps 24 bits).
+    """
     import numpy as np
 
     if image.dtype.kind in "ui":
         scale = float(np.iinfo(image.dtype).max)
-        return image.astype(np.float32) / np.float32(scale), scale
+        ftype = np.float32 if image.dtype.itemsize <= 2 else np.float64
+        return image.astype(ftype) / ftype(scale), scale
     if image.dtype.kind == "b":
         return image.astype(np.float32), 1.0
     return image, 1.0

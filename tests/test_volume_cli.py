@@ -502,6 +502,20 @@ def test_saturated_wide_integers_stay_saturated(dtype, tmp_path):
     assert out.dtype == dtype and out[:, :, 20:].min() > info.max // 2 + info.max // 4
 
 
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32])
+def test_wide_integers_keep_every_bit_through_an_identity(dtype, tmp_path):
+    """lam 0 without the Wiener stage gives the input back: 32-bit counts must not pass through float32's 24 bits."""
+    data = np.random.default_rng(4).integers(2**30, 2**31 - 1, (8, 32, 32)).astype(dtype)
+    src = _zarr(tmp_path / "in.zarr", data, (8, 16, 16))
+    tifffile.imwrite(tmp_path / "in.tif", data)
+    for a, b in (("in.zarr", "out.zarr"), ("in.tif", "out.tif")):
+        assert main(["denoise", str(tmp_path / a), str(tmp_path / b), "--volume", "--sigma", "1", "--lam", "0",
+                     "--no-wiener", "--quiet"]) == 0
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "out.zarr"), mode="r")[:], data)
+    np.testing.assert_array_equal(tifffile.imread(tmp_path / "out.tif"), data)
+    assert src.exists()
+
+
 def test_relative_paths_reach_the_workers_of_a_cluster(noisy16, tmp_path):
     """Workers run in a folder of their own: the paths they are given must not depend on the caller's."""
     distributed = pytest.importorskip("distributed")
