@@ -1004,6 +1004,9 @@ def _check_options(shape, dtype, *, sigma, lam, penalty, wavelet, level, penaliz
     if noise == "poisson-gaussian":
         if gain is not None:
             gain = check_number("gain (image units per photon)", gain, min=0.0, strict=True)
+            if not 1 / _SQUARE_MAX <= gain <= _SQUARE_MAX:
+                raise ValueError(f"gain (image units per photon) {gain:g} is out of range: its square or its inverse "
+                                 f"overflows float64 (between {1 / _SQUARE_MAX:.3g} and {_SQUARE_MAX:.3g})")
         if sigma is not None:
             if np.ndim(sigma) != 0:
                 raise ValueError(f"sigma must be one number with noise='poisson-gaussian' (the camera's read "
@@ -1011,8 +1014,15 @@ def _check_options(shape, dtype, *, sigma, lam, penalty, wavelet, level, penaliz
             read_noise = check_number("sigma", sigma, min=0.0)
     elif sigma is not None:
         sigmas = check_per_channel("sigma", sigma, n_channels)
+    for s in ([] if sigmas is None else sigmas) + ([] if read_noise is None else [read_noise]):
+        if s > _SQUARE_MAX:
+            raise ValueError(f"sigma {s:g} is too large: its square overflows float64 (at most {_SQUARE_MAX:.3g})")
     return _Options(c_axis, sp_axes, levels, bool(penalize_approx), n_shifts, n_channels, method, lams, weights,
                     sigmas, gain, read_noise, _seed(rng))
+
+
+# The largest noise parameter whose square float64 holds (the risk and the Anscombe transform square them)
+_SQUARE_MAX = float(np.sqrt(np.finfo(np.float64).max))
 
 
 def _seed(rng) -> Any:

@@ -208,3 +208,12 @@ def test_choose_lam_refuses_what_denoise_refuses(kwargs, match):
 def test_any_seed_numpy_takes_is_a_seed_here(rng):
     x = np.random.default_rng(12).random((32, 32))
     np.testing.assert_allclose(denoise_wavelet_tree(x, sigma=0.1, rng=rng), denoise_wavelet_tree(x, sigma=0.1, rng=rng))
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"sigma": 1e300}, "sigma .*too large"),
+    ({"noise": "poisson-gaussian", "gain": 1e-300, "sigma": 0.0}, "gain .*out of range"),
+    ({"noise": "poisson-gaussian", "gain": 0.1, "sigma": 1e300}, "sigma .*too large")])
+def test_noise_parameters_whose_squares_overflow_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        denoise_wavelet_tree(np.random.default_rng(13).random((8, 16, 16)), axes=(0, 1, 2), **kwargs)
