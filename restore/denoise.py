@@ -1081,13 +1081,10 @@ def _check_axes(axes, ndim: int, channel_axis: int | None, channels_checked: boo
 def _photon_model(x: np.ndarray, gain, sigma, has_channels: bool, check: bool = True) -> NoiseEstimate:
     """Gain and read noise as given, the missing ones estimated from the image (and logged).
 
-    ``check``: refuse an image of negative mean (a camera offset left in).
+    ``check``: refuse an image whose mean is more than
+    :data:`_OFFSET_SIGMAS` read-noise deviations below 0 (a camera offset
+    left in, or taken off twice): zero-mean read noise cannot put it there.
     """
-    mean = float(np.mean(x)) if check else 0.0
-    if mean < 0:
-        raise ValueError(f"noise='poisson-gaussian' reads the image as photons times gain, from 0 (no light): its "
-                         f"mean {mean:.4g} is below 0. Subtract the camera offset so that no light reads about 0, "
-                         f"or use noise='gaussian'")
     if gain is not None:
         gain = check_number("gain (image units per photon)", gain, min=0.0, strict=True)
     if sigma is not None:
@@ -1101,7 +1098,18 @@ def _photon_model(x: np.ndarray, gain, sigma, has_channels: bool, check: bool = 
                                  "its level): give gain, or use noise='gaussian'")
             gain = est.gain
         sigma = est.sigma if sigma is None else sigma
+    mean = float(np.mean(x)) if check else 0.0
+    if mean < -_OFFSET_SIGMAS * sigma or (sigma == 0 and mean < 0):
+        raise ValueError(f"noise='poisson-gaussian' reads the image as photons times gain, from 0 (no light): its "
+                         f"mean {mean:.4g} is below 0 by more than {_OFFSET_SIGMAS:g} read-noise deviations "
+                         f"(sigma {sigma:.4g}). Subtract the camera offset so that no light reads about 0, or use "
+                         f"noise='gaussian'")
     return NoiseEstimate("poisson-gaussian", float(sigma), float(gain))
+
+
+# How far below 0 (in read-noise deviations) the mean of an image may lie under photon noise: a mean over many
+# samples of zero-mean read noise lies far closer to 0, a camera offset (tens to hundreds of counts) far below.
+_OFFSET_SIGMAS = 3.0
 
 
 # Side (samples) of the box averaging the stabilised data into the pilot of its noise variance: its mean of
