@@ -819,9 +819,9 @@ def denoise_wavelet_tree(
         Unknown penalty or wavelet, non-orthogonal wavelet, NaN or inf in
         the image, negative sigma or lam, SURE requested for a non-convex
         penalty, wrong number of per-channel values, planes too small,
-        levels too deep for an axis; under photon noise, an image of
-        negative mean or a gain above an integer image's largest value (a
-        gain in counts). All before any work, for Dask arrays too (their
+        levels too deep for an axis; under photon noise, an image whose
+        mean is more than 3 read-noise deviations below 0 (a camera offset)
+        or a gain above an integer image's largest value (a gain in counts). All before any work, for Dask arrays too (their
         values, block by block).
 
     Notes
