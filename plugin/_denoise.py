@@ -20,7 +20,6 @@ from magicgui.widgets import CheckBox, ComboBox, Container, FloatSpinBox, Label,
 import restore
 
 from ._common import (
-    RECORD_KEY,
     LruCache,
     as_float,
     check_image_layer,
@@ -819,11 +818,16 @@ class DenoiseWidget(RestoreWidget):
         if self.preview.value and not self._inactive:
             self._timer.start()
 
+    def _plane_in_view(self) -> bool:
+        """Whether the viewer shows a y-x plane in 2-D (not a 3-D or transposed view)."""
+        dims = self._viewer.dims
+        return dims.ndisplay == 2 and list(dims.displayed) == [dims.ndim - 2, dims.ndim - 1]
+
     def _view(self, layer: Any) -> tuple[tuple[int, int, int, int] | None, tuple[float, float] | None]:
         """The visible box of the layer's current plane (data pixels) and the view's centre there."""
-        dims = self._viewer.dims
-        if dims.ndisplay != 2 or list(dims.displayed) != [dims.ndim - 2, dims.ndim - 1]:
+        if not self._plane_in_view():
             return None, None  # a 3-D or transposed view: no box of this plane is "in view"
+        dims = self._viewer.dims
         (r0, c0), (r1, c1) = np.asarray(layer.corner_pixels)[:, -2:]
         if layer.multiscale:  # corners in pixels of the level drawn: to full resolution
             fy, fx = np.asarray(layer.downsample_factors[layer.data_level], dtype=float)[-2:]
@@ -871,8 +875,7 @@ class DenoiseWidget(RestoreWidget):
         self._install_close_hook()
         r0, r1, c0, c1 = region
         size = f"{r1 - r0}\u00d7{c1 - c0}"
-        dims = self._viewer.dims
-        if dims.ndisplay != 2 or list(dims.displayed) != [dims.ndim - 2, dims.ndim - 1]:
+        if not self._plane_in_view():
             note = (f"Preview of the current plane ({size} pixels): the view is 3-D or shows other axes, "
                     "switch to 2-D to see it in place")
         elif capped:
@@ -909,8 +912,7 @@ class DenoiseWidget(RestoreWidget):
         prev = self._preview_layer
         # another layer's preview has its transform (rotate, shear, affine) and look: made afresh
         if prev is not None and (not self._present(prev) or bool(prev.rgb) != bool(layer.rgb)
-                                 or prev.data.ndim != data.ndim
-                                 or prev.metadata.get(RECORD_KEY, {}).get("source") != layer.name):
+                                 or prev.data.ndim != data.ndim or self._preview_source is not layer):
             self._remove_preview_layer()
             prev = None
         if prev is not None:

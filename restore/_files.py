@@ -267,7 +267,7 @@ def tiff_options(tiff: TiffInfo | None, image, stack_axis: str | None = None) ->
         if not imagej and tiff.resolution_unit is not None:
             kw["resolutionunit"] = tiff.resolution_unit
     if stack_axis is None:
-        first = (tiff.axes or "Z")[0] if tiff is not None else "Z"
+        first = (tiff.axes or "Z")[0]
         stack_axis = first if first in "TZC" else "Z"
     axes = ("YXS" if colour else "YX") if image.ndim == (3 if colour else 2) else f"{stack_axis}YX"
     if imagej:

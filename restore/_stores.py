@@ -281,34 +281,32 @@ def _tiff_axes(letters: str, info: Any) -> tuple[list[dict], list[float]]:
 
     y and x take the resolution's unit: ImageJ's, else the ResolutionUnit
     tag's (inch, centimetre), else none; the planes' axis its ImageJ spacing.
+    An OME-TIFF without ImageJ metadata gives its own voxel size and units.
     """
-    imagej = getattr(info, "imagej", None)
-    resolution = getattr(info, "resolution", None)
-    ome = getattr(info, "ome", None)
+    imagej, ome = getattr(info, "imagej", None), getattr(info, "ome", None)
+    sizes: dict[str, tuple[float, str | None]]  # by axis name: size and OME-Zarr unit
     if not imagej and ome and "PhysicalSizeX" in ome and "PhysicalSizeY" in ome:  # an OME-TIFF's own voxel size
-        axes = [{"name": n, "type": "space", **({"unit": _OME_ZARR_UNITS[u]} if (
-            u := ome.get(f"PhysicalSize{n.upper()}Unit")) in _OME_ZARR_UNITS else {})} for n in "yx"]
-        scale = [float(ome["PhysicalSizeY"]), float(ome["PhysicalSizeX"])]
-        if len(letters) == 3:
-            name, kind = {"T": ("t", "time"), "C": ("c", "channel")}.get(letters[0], ("z", "space"))
-            z_unit = ome.get("PhysicalSizeZUnit") if kind == "space" and "PhysicalSizeZ" in ome else None
-            axes.insert(0, {"name": name, "type": kind, **({"unit": _OME_ZARR_UNITS[z_unit]}
-                                                           if z_unit in _OME_ZARR_UNITS else {})})
-            scale.insert(0, float(ome["PhysicalSizeZ"]) if kind == "space" and "PhysicalSizeZ" in ome else 1.0)
-        return axes, scale
-    if imagej:
-        unit = _IMAGEJ_UNITS.get(str(imagej.get("unit", "")).strip())
+        sizes = {n.lower(): (float(ome[f"PhysicalSize{n}"]), _OME_ZARR_UNITS.get(ome.get(f"PhysicalSize{n}Unit")))
+                 for n in "ZYX" if f"PhysicalSize{n}" in ome}
     else:
-        unit = _TIFF_UNITS.get(getattr(info, "resolution_unit", None)) if resolution is not None else None
-    if resolution is None or not all(r > 0 for r in resolution):
-        resolution = (1.0, 1.0)
-    axes = [{"name": n, "type": "space", **({"unit": unit} if unit else {})} for n in "yx"]
-    scale = [1 / float(resolution[1]), 1 / float(resolution[0])]
+        resolution = getattr(info, "resolution", None)
+        if imagej:
+            unit = _IMAGEJ_UNITS.get(str(imagej.get("unit", "")).strip())
+        else:
+            unit = _TIFF_UNITS.get(getattr(info, "resolution_unit", None)) if resolution is not None else None
+        if resolution is None or not all(r > 0 for r in resolution):
+            resolution = (1.0, 1.0)
+        sizes = {"y": (1 / float(resolution[1]), unit), "x": (1 / float(resolution[0]), unit)}
+        if imagej and "spacing" in imagej:
+            sizes["z"] = (float(imagej["spacing"]), unit)
+    kinds = [("y", "space"), ("x", "space")]
     if len(letters) == 3:
-        name, kind = {"T": ("t", "time"), "C": ("c", "channel")}.get(letters[0], ("z", "space"))
-        spaced = kind == "space" and bool(imagej) and "spacing" in imagej
-        axes.insert(0, {"name": name, "type": kind, **({"unit": unit} if spaced and unit else {})})
-        scale.insert(0, float(imagej["spacing"]) if spaced else 1.0)
+        kinds.insert(0, {"T": ("t", "time"), "C": ("c", "channel")}.get(letters[0], ("z", "space")))
+    axes, scale = [], []
+    for name, kind in kinds:
+        size, unit = sizes.get(name, (1.0, None))
+        axes.append({"name": name, "type": kind, **({"unit": unit} if unit else {})})
+        scale.append(size)
     return axes, scale
 
 

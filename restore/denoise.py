@@ -593,9 +593,7 @@ def choose_lam(
     plan = _plan(x.shape[:n_axes], wavelet, opts.levels, opts.penalize_approx)
     method, n_channels, sigmas_given = opts.method, opts.n_channels, opts.sigmas
     if noise == "poisson-gaussian":
-        model = _photon_model(x, opts.gain, opts.read_noise, axis is not None)
-        if opts.gain is not None:
-            _check_gain_scale(model.gain, x, arr.dtype)
+        model = _photon_model(x, opts.gain, opts.read_noise, axis is not None, dtype=arr.dtype)
         x, sigmas_given = anscombe(x, model.gain, model.sigma), [1.0] * n_channels
     channels = _to_channels(x, -1 if axis is not None else None)
     var_maps = (_stabilised_variance(channels, model, n_axes) if noise == "poisson-gaussian"
@@ -717,9 +715,9 @@ def denoise_wavelet_tree(
         2-D), so that it agrees with the in-memory result away from the
         volume's borders (exactly when the basis functions reach no further):
         blocks have the levels of the whole, its photon noise (estimated
-        once, on a central part of at most 16 M voxels), and,
-        with ``lam`` chosen automatically, choose their own. Every setting is
-        checked at the call; the values (NaN, inf) block by block. Integer images are
+        once, on a central part of at most 16 M voxels), and, with ``lam``
+        chosen automatically, choose their own. Every setting is checked at
+        the call; the values (NaN, inf) block by block. Integer images are
         converted to float in [0, 1] (:func:`skimage.util.img_as_float`);
         float images are neither rescaled nor clipped.
     sigma : float or sequence of float, optional
@@ -740,10 +738,10 @@ def denoise_wavelet_tree(
     wavelet : str, default 'db3'
         An orthogonal PyWavelets wavelet (``'haar'``, ``'db3'``, ``'sym4'``...).
     level : int or sequence of int, optional
-        Decomposition levels, or in 3-D one per axis of ``axes``, in its order (an anisotropic
-        volume may have fewer along z: those levels then split y and x only,
-        4 children per node). Default: in 2-D an approximation band of about
-        16 x 16; in 3-D as many levels as leave at least 4 samples on the
+        Decomposition levels, or in 3-D one per axis of ``axes``, in its
+        order (an anisotropic volume may have fewer along z: those levels
+        then split y and x only, 4 children per node). Default: in 2-D an
+        approximation band of about 16 x 16; in 3-D as many levels as leave at least 4 samples on the
         thinnest axis, at most 3, the same along every axis (so that a Dask
         volume's blocks and their overlaps do not grow with it).
     penalize_approx : bool, default False
@@ -821,8 +819,9 @@ def denoise_wavelet_tree(
         penalty, wrong number of per-channel values, planes too small,
         levels too deep for an axis; under photon noise, an image whose
         mean is more than 3 read-noise deviations below 0 (a camera offset)
-        or a gain above an integer image's largest value (a gain in counts). All before any work, for Dask arrays too (their
-        values, block by block).
+        or a gain above an integer image's largest value (a gain in
+        counts). All before any work, for Dask arrays too (their values,
+        block by block).
 
     Notes
     -----
@@ -904,9 +903,8 @@ def _denoise_array(arr: np.ndarray, opts: _Options, *, penalty: str, wavelet: st
     x = np.transpose(img, order)
     n_sp, n_channels, sigmas_given = len(sp_axes), opts.n_channels, opts.sigmas
     if noise == "poisson-gaussian":
-        model = _photon_model(x, opts.gain, opts.read_noise, c_axis is not None, check=not block)
-        if opts.gain is not None and not block:
-            _check_gain_scale(model.gain, x, arr.dtype)
+        model = _photon_model(x, opts.gain, opts.read_noise, c_axis is not None, check=not block,
+                              dtype=None if block else arr.dtype)
         x = anscombe(x, model.gain, model.sigma)
         sigmas_given = [1.0] * n_channels  # the transform's stabilised noise
     out = np.empty(x.shape, dtype=np.float64)
@@ -1078,17 +1076,18 @@ def _check_axes(axes, ndim: int, channel_axis: int | None, channels_checked: boo
     return tuple(sorted(ax))
 
 
-def _photon_model(x: np.ndarray, gain, sigma, has_channels: bool, check: bool = True) -> NoiseEstimate:
-    """Gain and read noise as given, the missing ones estimated from the image (and logged).
+def _photon_model(x: np.ndarray, gain: float | None, sigma: float | None, has_channels: bool, check: bool = True,
+                  dtype: np.dtype | None = None) -> NoiseEstimate:
+    """Gain and read noise as given (checked by :func:`_check_options`), the missing ones estimated (and logged).
 
     ``check``: refuse an image whose mean is more than
     :data:`_OFFSET_SIGMAS` read-noise deviations below 0 (a camera offset
     left in, or taken off twice): zero-mean read noise cannot put it there.
+    ``dtype``: the caller's image's, to refuse a gain given in counts for
+    an integer image (:func:`_check_gain_scale`).
     """
-    if gain is not None:
-        gain = check_number("gain (image units per photon)", gain, min=0.0, strict=True)
-    if sigma is not None:
-        sigma = check_number("sigma", sigma, min=0.0)
+    if gain is not None and dtype is not None:
+        _check_gain_scale(gain, x, dtype)
     if gain is None or sigma is None:
         est = estimate_noise(np.moveaxis(x, -1, 0) if has_channels else x)
         _log.info("estimated Poisson-Gaussian noise: gain %.4g, sigma %.4g", est.gain, est.sigma)
