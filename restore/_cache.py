@@ -1,16 +1,20 @@
 """A least-recently-used cache bounded in bytes, for the transform plans and trees built per shape.
 
 ``functools.lru_cache`` bounds the number of entries, but a tree of a 1M-voxel
-block holds about 80 MB, and the blocks of a chunked volume come in up to 27
+block holds about 90 MB, and the blocks of a chunked volume come in up to 27
 shapes (interior, first and last along each axis): sixteen cached plans then
-hold over a gigabyte. This cache keeps the most recent entries up to a total
-size, and always the newest one.
+hold over a gigabyte. Every function decorated here shares one budget,
+:data:`CACHE_BYTES`: the most recent results are kept up to that total, and a
+result larger than the budget only while a caller still holds it (so that the
+threads of one call, or the Dask blocks of one shape running at once, share
+it), never after the call returns.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -19,9 +23,13 @@ import numpy as np
 
 __all__ = ["CACHE_BYTES", "lru_bytes", "nbytes"]
 
-#: Bytes of plans and trees kept for reuse per cache: a few planes of 512 x 512 or blocks of 0.2 M voxels (about 16 MB
-#: each); a larger one (a 1024 x 1024 plane: 80 MB) is kept alone. Rebuilding one costs about 0.13 s per M voxels.
+#: Bytes of plans and trees kept for reuse by the whole library, between calls: a few planes of 512 x 512 or blocks
+#: of 0.2 M voxels (about 20 MB each). Rebuilding one costs about 0.13 s per M voxels.
 CACHE_BYTES = 64 << 20
+
+_lock = threading.Lock()
+_kept: OrderedDict = OrderedDict()  # (function, args) -> result, least recently used first, CACHE_BYTES at most
+_in_use: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # every result some caller still holds
 
 
 def nbytes(obj: Any, _seen: set | None = None) -> int:
@@ -35,49 +43,58 @@ def nbytes(obj: Any, _seen: set | None = None) -> int:
     if isinstance(obj, (tuple, list)):
         return sum(nbytes(v, seen) for v in obj)
     values = list(getattr(obj, "__dict__", {}).values())
-    values += [getattr(obj, s) for cls in type(obj).__mro__ for s in getattr(cls, "__slots__", ()) if hasattr(obj, s)]
+    values += [getattr(obj, s) for cls in type(obj).__mro__ for s in getattr(cls, "__slots__", ())
+               if s != "__weakref__" and hasattr(obj, s)]
     return sum(nbytes(v, seen) for v in values)
 
 
-def lru_bytes(max_bytes: int, size: Callable[[Any], int] = nbytes) -> Callable:
-    """Decorator: memoise a function of hashable arguments, keeping at most ``max_bytes`` of results.
+def _keep(key: Any, value: Any, max_bytes: int) -> None:
+    """Keep ``value`` as the most recent result, then drop the oldest until the arrays of all fit in ``max_bytes``."""
+    _kept[key] = value
+    while nbytes(list(_kept.values())) > max_bytes:  # arrays shared by results (a plan's tree) count once
+        _kept.popitem(last=False)
 
-    Least recently used results are dropped first; the newest is always
-    kept. Thread-safe; a result computed by two threads at once is kept once.
-    The wrapper has ``cache_clear()`` and ``cache_values()``.
+
+def lru_bytes(func: Callable) -> Callable:
+    """Decorator: memoise a function of hashable arguments within the shared budget :data:`CACHE_BYTES`.
+
+    Least recently used results are dropped first; a result larger than the
+    whole budget is found again only while some caller holds it. Thread-safe;
+    a result computed by two threads at once is kept once. The wrapper has
+    ``cache_clear()`` and ``cache_values()`` (its own results held for reuse).
     """
-    def decorate(func: Callable) -> Callable:
-        entries: OrderedDict = OrderedDict()
-        sizes: dict = {}
-        lock = threading.Lock()
-
-        @functools.wraps(func)
-        def wrapper(*args: Any) -> Any:
-            with lock:
-                if args in entries:
-                    entries.move_to_end(args)
-                    return entries[args]
+    @functools.wraps(func)
+    def wrapper(*args: Any) -> Any:
+        key = (wrapper, args)
+        with _lock:
+            if key in _kept:
+                _kept.move_to_end(key)
+                return _kept[key]
+            value = _in_use.get(key)
+        if value is None:
             value = func(*args)  # outside the lock: other shapes build meanwhile
-            with lock:
-                if args not in entries:
-                    entries[args], sizes[args] = value, size(value)
-                    total = sum(sizes.values())
-                    while total > max_bytes and len(entries) > 1:
-                        old, _ = entries.popitem(last=False)
-                        total -= sizes.pop(old)
-                return entries[args]
+        with _lock:
+            if key in _kept:  # built by another thread meanwhile
+                return _kept[key]
+            try:
+                value = _in_use.setdefault(key, value)
+            except TypeError:  # not weakly referenceable: found again only while kept
+                pass
+            if nbytes(value) <= CACHE_BYTES:
+                _keep(key, value, CACHE_BYTES)
+            return value
 
-        def cache_clear() -> None:
-            with lock:
-                entries.clear()
-                sizes.clear()
+    def cache_clear() -> None:
+        with _lock:
+            for key in [k for k in _kept if k[0] is wrapper]:
+                del _kept[key]
+            for key in [k for k in _in_use if k[0] is wrapper]:
+                _in_use.pop(key, None)
 
-        def cache_values() -> list:
-            with lock:
-                return list(entries.values())
+    def cache_values() -> list:
+        with _lock:
+            return [v for k, v in _kept.items() if k[0] is wrapper]
 
-        wrapper.cache_clear = cache_clear  # type: ignore[attr-defined]
-        wrapper.cache_values = cache_values  # type: ignore[attr-defined]
-        return wrapper
-
-    return decorate
+    wrapper.cache_clear = cache_clear  # type: ignore[attr-defined]
+    wrapper.cache_values = cache_values  # type: ignore[attr-defined]
+    return wrapper

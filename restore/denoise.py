@@ -11,7 +11,7 @@ import numpy as np
 import pywt
 from numpy.typing import ArrayLike, NDArray
 
-from ._cache import CACHE_BYTES, lru_bytes
+from ._cache import lru_bytes
 from ._config import default_num_threads
 from ._progress import ProgressCallback, Steps
 from ._validation import (
@@ -29,7 +29,7 @@ from ._validation import (
     restore_dtype,
 )
 from .noise import NoiseEstimate, anscombe, estimate_noise, inverse_anscombe
-from .proximal import PENALTIES, _prox_rows
+from .proximal import PENALTIES, _prox_rows, scratch_scope
 from .tree import Tree
 from .wavelet import band_layout, default_level, level_splits, wavelet_forward, wavelet_inverse, wavelet_tree
 
@@ -168,7 +168,7 @@ class _Plan:
         return self.tree.with_weights(w)
 
 
-@lru_bytes(CACHE_BYTES)
+@lru_bytes
 def _plan(shape: tuple[int, ...], wavelet: str, level: int | tuple[int, ...], penalize_approx: bool) -> _Plan:
     levels = (int(level),) * len(shape) if np.ndim(level) == 0 else tuple(int(n) for n in level)
     padded = tuple(-(-s // (1 << n)) * (1 << n) for s, n in zip(shape, levels, strict=True))
@@ -512,6 +512,7 @@ def _data_range(c: np.ndarray, plan: _Plan) -> float:
     return float(hi - lo)
 
 
+@scratch_scope()
 def choose_lam(
     image: ArrayLike,
     *,
@@ -885,6 +886,7 @@ def denoise_wavelet_tree(
     return _denoise_array(arr, opts, progress=progress, **work)
 
 
+@scratch_scope()
 def _denoise_array(arr: np.ndarray, opts: _Options, *, penalty: str, wavelet: str, noise: str,
                    per_level: bool | None, wiener: bool | None, progress: ProgressCallback | None,
                    block: bool = False) -> np.ndarray:

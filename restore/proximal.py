@@ -7,7 +7,9 @@ solvers call the unvalidated :func:`_prox_rows` on canonical arrays.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Literal
 
 import numpy as np
@@ -40,10 +42,13 @@ _VALUE_KIND = {"tree_l2": 0, "tree_linf": 1, "tree_l0": 2}
 # Below this many entries a batch is not worth handing to threads.
 _MIN_PARALLEL_WORK = 1 << 15
 
-# Scratch space of the tree kernels is kept per thread and reused: fresh
-# pages cost more than the O(p) kernels themselves on large trees.
+# Scratch space of the tree kernels is kept per thread and reused from one kernel call to the next (fresh pages cost
+# more than the O(p) kernels themselves on large trees), up to this many bytes a thread, until the library call that
+# used it returns (scratch_scope): nothing sized by one image outlives its call.
 _WORKSPACE_CACHE_BYTES = 256 << 20
-_local = threading.local()
+_scratch: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # thread ident -> (float, int) scratch
+_scratch_lock = threading.Lock()
+_open_scopes = 0
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -51,13 +56,30 @@ _pool_lock = threading.Lock()
 
 def _workspace(m: int, rows: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """Float (rows[0], m) and int (rows[1], m) scratch arrays for the calling thread."""
-    ws = getattr(_local, "ws", None)
+    thread = threading.get_ident()
+    ws = _scratch.get(thread)
     if ws is not None and ws[0].shape[1] >= m and ws[0].shape[0] >= rows[0] and ws[1].shape[0] >= rows[1]:
         return ws
     ws = (np.empty((rows[0], m)), np.empty((rows[1], m), dtype=np.int64))
     if 8 * sum(rows) * m <= _WORKSPACE_CACHE_BYTES:
-        _local.ws = ws
+        with _scratch_lock:
+            _scratch[thread] = ws
     return ws
+
+
+@contextmanager
+def scratch_scope() -> Iterator[None]:
+    """Within the block, the tree kernels reuse their scratch space; once the outermost block exits, it is freed."""
+    global _open_scopes
+    with _scratch_lock:
+        _open_scopes += 1
+    try:
+        yield
+    finally:
+        with _scratch_lock:
+            _open_scopes -= 1
+            if _open_scopes == 0:
+                _scratch.clear()
 
 
 def _run_tree_kernel(kernel, X, r0, r1, flat, lams, rows: tuple[int, int]) -> None:

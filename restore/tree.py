@@ -66,7 +66,7 @@ class Tree:
     """
 
     __slots__ = ("parents", "weights", "n_nodes", "n_vars", "depth", "roots",
-                 "_owner", "_order", "_pos", "_flat")
+                 "_owner", "_order", "_pos", "_flat", "__weakref__")  # weak: the plan cache, restore._cache
 
     def __init__(self, *, _token: object = None, **state: object) -> None:
         if _token is not _TOKEN:
@@ -312,7 +312,7 @@ class Tree:
         if not np.all(np.isfinite(w)) or np.any(w < 0):
             bad = int(np.flatnonzero(~np.isfinite(w) | (w < 0))[0])
             raise ValueError(f"weights must be finite and >= 0, got weights[{bad}] = {w[bad]}")
-        state = {name: getattr(self, name) for name in self.__slots__}
+        state = {name: getattr(self, name) for name in self.__slots__ if name != "__weakref__"}
         state["weights"] = _readonly(w)
         state["_flat"] = self._flat._replace(weights=_readonly(np.ascontiguousarray(w[self._order])))
         return Tree(_token=_TOKEN, **state)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pywt
 
-from ._cache import CACHE_BYTES, lru_bytes
+from ._cache import lru_bytes
 from ._validation import check_level, check_wavelet, max_level
 from .tree import Tree
 
@@ -220,7 +220,7 @@ def quadtree_parents(band_shapes: tuple[tuple[int, int], ...]) -> np.ndarray:
     return np.concatenate(parents)
 
 
-@lru_bytes(CACHE_BYTES)
+@lru_bytes
 def _tree(shape: tuple[int, ...], splits: tuple[int, ...], penalize_approx: bool) -> Tree:
     parents = wavelet_tree_parents(shape, splits)
     weights = np.ones(parents.shape[0])
