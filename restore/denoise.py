@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -840,6 +843,12 @@ def denoise_wavelet_tree(
     estimate's alone, at about the cost of the tree estimate's shifts it
     replaces.
 
+    A volume of more than 2**25 voxels (per channel) is denoised in the
+    overlapping blocks a Dask array of it would be, one per thread at a
+    time: whole, it would take about 160 bytes a voxel; in blocks, about a
+    gigabyte per block beyond the input and output. The result is then the
+    Dask array's (with lam chosen automatically, one per block).
+
     SURE measures the risk on at most about 2**19 coefficients: on larger
     volumes and images, on a regular subset of whole trees (every second
     root along the axes with the most roots), which estimates the risk of
@@ -883,6 +892,8 @@ def denoise_wavelet_tree(
     work = {"penalty": penalty, "wavelet": wavelet, "noise": noise, "per_level": per_level, "wiener": wiener}
     if lazy:
         return _denoise_dask(arr, opts, progress=progress, **work)
+    if len(opts.sp_axes) == 3 and np.prod([arr.shape[a] for a in opts.sp_axes]) > _WHOLE_MAX_VOXELS:
+        return _denoise_blocks(arr, opts, progress=progress, **work)
     return _denoise_array(arr, opts, progress=progress, **work)
 
 
@@ -1200,10 +1211,11 @@ def _block_plan(chunk: int, n: int, levels: int, reach: int, n_axes: int = 3) ->
 
 
 def _denoise_dask(image, opts: _Options, *, noise: str, wiener: bool | None, progress: ProgressCallback | None,
-                  **work: Any):
+                  blocks: _BlockSteps | None = None, **work: Any):
     """Lazy :func:`denoise_wavelet_tree` of a Dask array: overlapping blocks (``dask.array.map_overlap``).
 
-    ``opts`` are the call's validated settings. Every block has the levels of
+    ``opts`` are the call's validated settings; ``blocks``, when given, takes the
+    progress of each block (:func:`_denoise_blocks`). Every block has the levels of
     the whole and its photon noise (estimated here once, on a sample, when
     not given), so that blocks differ from the whole only near their borders
     and by their own choice of lam.
@@ -1231,9 +1243,96 @@ def _denoise_dask(image, opts: _Options, *, noise: str, wiener: bool | None, pro
     dtype = output_dtype(arr.dtype)
 
     def block(b):  # the settings of the whole, its levels included, whatever the block's size
-        return _denoise_array(b, opts, noise=noise, wiener=wiener, progress=None, block=True, **work)
+        if blocks is None:
+            return _denoise_array(b, opts, noise=noise, wiener=wiener, progress=None, block=True, **work)
+        with blocks.block() as report:
+            return _denoise_array(b, opts, noise=noise, wiener=wiener, progress=report, block=True, **work)
 
     return arr.map_overlap(block, depth=depth, boundary="none", dtype=dtype, meta=np.empty((0,) * ndim, dtype))
+
+
+# Volumes of more voxels than this (per channel) are denoised in memory as Dask arrays are, in overlapping blocks:
+# transformed whole, a volume takes about 140 to 200 bytes a voxel (tree, transforms, Wiener stage), 4.7 to 6.7 GB
+# here, and a block of the defaults about 1.1 GB whatever the volume (two at once, one per thread).
+_WHOLE_MAX_VOXELS = 1 << 25  # 33.5 M voxels, 128 x 512 x 512
+
+
+def _denoise_blocks(arr: np.ndarray, opts: _Options, *, noise: str, wiener: bool | None,
+                    progress: ProgressCallback | None, **work: Any) -> np.ndarray:
+    """:func:`denoise_wavelet_tree` of a volume in memory beyond :data:`_WHOLE_MAX_VOXELS`: the blocks of
+    :func:`_denoise_dask`, computed into the output on this machine's threads, with progress and cancellation
+    inside each block. The photon model is checked (and estimated) once, on the central part the Dask path reads.
+    """
+    import dask
+    import dask.array as da
+
+    image = da.from_array(arr, chunks=arr.shape)
+    if noise == "poisson-gaussian":
+        model = _photon_model(_noise_sample(image, opts.sp_axes), opts.gain, opts.read_noise, False, dtype=arr.dtype)
+        opts = replace(opts, gain=model.gain, read_noise=model.sigma)
+    out = np.empty(arr.shape, dtype=output_dtype(arr.dtype))
+    steps = _BlockSteps(progress)
+    lazy = _denoise_dask(image, opts, noise=noise, wiener=wiener, progress=None, blocks=steps, **work)
+    steps.start(int(np.prod(lazy.numblocks)))
+    with dask.config.set(scheduler="threads", num_workers=default_num_threads()):
+        da.store(lazy, out, lock=False)
+    steps.report()  # the end, whatever the blocks' last steps said
+    return out
+
+
+# Progress steps of each block of _denoise_blocks: its own steps, whatever their number, count as this many
+_STEPS_PER_BLOCK = 100
+
+
+class _BlockSteps:
+    """Progress of blocks computed at once on several threads: each block's own steps as its share of the whole.
+
+    ``progress(done, total)`` is called under a lock, from the blocks'
+    threads; once it raised (:class:`Cancelled`), every block still running
+    raises the same at its next step, without calling it again.
+    """
+
+    def __init__(self, progress: ProgressCallback | None) -> None:
+        self.progress, self.total, self.finished = progress, 1, 0
+        self.parts: dict[int, float] = {}  # fraction done of each block running
+        self.ids = itertools.count()
+        self.lock = threading.Lock()
+        self.error: BaseException | None = None
+
+    def start(self, n_blocks: int) -> None:
+        self.total = _STEPS_PER_BLOCK * n_blocks
+        self.report()
+
+    def report(self) -> None:
+        """Report the blocks finished and the fractions of those running."""
+        self._report(None, 0.0)
+
+    def _report(self, key: int | None, fraction: float) -> None:
+        with self.lock:
+            if self.error is not None:
+                raise self.error
+            if key is not None:
+                self.parts[key] = fraction
+            if self.progress is not None:
+                done = int(_STEPS_PER_BLOCK * (self.finished + sum(self.parts.values())))
+                try:
+                    self.progress(min(done, self.total), self.total)
+                except BaseException as err:
+                    self.error = err
+                    raise
+
+    @contextmanager
+    def block(self) -> Iterator[ProgressCallback]:
+        """``with steps.block() as report``: the progress callback of one block, counted finished at the end."""
+        with self.lock:
+            key = next(self.ids)
+            self.parts[key] = 0.0
+        try:
+            yield lambda done, total: self._report(key, done / max(total, 1))
+        finally:
+            with self.lock:
+                self.parts.pop(key, None)
+                self.finished += 1
 
 
 def _noise_sample(image, sp_axes: tuple[int, ...]) -> np.ndarray:
