@@ -7,6 +7,7 @@ solvers call the unvalidated :func:`_prox_rows` on canonical arrays.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -43,10 +44,22 @@ _VALUE_KIND = {"tree_l2": 0, "tree_linf": 1, "tree_l0": 2}
 _MIN_PARALLEL_WORK = 1 << 15
 
 # Scratch space of the tree kernels is kept per thread and reused from one kernel call to the next (fresh pages cost
-# more than the O(p) kernels themselves on large trees), up to this many bytes a thread, until the library call that
-# used it returns (scratch_scope): nothing sized by one image outlives its call.
+# more than the O(p) kernels themselves on large trees), up to this many bytes a thread, until the thread ends or the
+# library call that used it returns (scratch_scope): nothing sized by one image outlives its call.
 _WORKSPACE_CACHE_BYTES = 256 << 20
-_scratch: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # thread ident -> (float, int) scratch
+
+
+class _Scratch:
+    """One thread's scratch arrays (``ws``: float and int, or None), in its thread-local storage."""
+
+    __slots__ = ("ws", "__weakref__")
+
+    def __init__(self) -> None:
+        self.ws: tuple[np.ndarray, np.ndarray] | None = None
+
+
+_local = threading.local()
+_holders: weakref.WeakSet = weakref.WeakSet()  # every live thread's _Scratch: freed with its thread
 _scratch_lock = threading.Lock()
 _open_scopes = 0
 
@@ -56,14 +69,16 @@ _pool_lock = threading.Lock()
 
 def _workspace(m: int, rows: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """Float (rows[0], m) and int (rows[1], m) scratch arrays for the calling thread."""
-    thread = threading.get_ident()
-    ws = _scratch.get(thread)
+    holder = getattr(_local, "scratch", None)
+    if holder is None:
+        holder = _local.scratch = _Scratch()
+        with _scratch_lock:
+            _holders.add(holder)
+    ws = holder.ws
     if ws is not None and ws[0].shape[1] >= m and ws[0].shape[0] >= rows[0] and ws[1].shape[0] >= rows[1]:
         return ws
     ws = (np.empty((rows[0], m)), np.empty((rows[1], m), dtype=np.int64))
-    if 8 * sum(rows) * m <= _WORKSPACE_CACHE_BYTES:
-        with _scratch_lock:
-            _scratch[thread] = ws
+    holder.ws = ws if 8 * sum(rows) * m <= _WORKSPACE_CACHE_BYTES else None
     return ws
 
 
@@ -79,7 +94,8 @@ def scratch_scope() -> Iterator[None]:
         with _scratch_lock:
             _open_scopes -= 1
             if _open_scopes == 0:
-                _scratch.clear()
+                for holder in list(_holders):
+                    holder.ws = None
 
 
 def _run_tree_kernel(kernel, X, r0, r1, flat, lams, rows: tuple[int, int]) -> None:

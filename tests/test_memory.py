@@ -90,3 +90,27 @@ def test_cancelling_a_volume_in_blocks_stops_it_within_a_block_step(big_volume):
     n = len(calls)
     time.sleep(1.0)  # the other block in flight stops at its next step, and reports nothing more
     assert len(calls) == n
+
+
+def test_scratch_space_of_threads_that_ended_is_not_held():
+    import threading
+
+    from restore import prox, wavelet_quadtree
+
+    tree = wavelet_quadtree((1024, 1024))  # the kernels' scratch: 16 MB a thread
+    x = np.random.default_rng(0).standard_normal(tree.n_vars)
+    together = threading.Barrier(6)
+
+    def work():
+        prox(x, lam=0.1, penalty="tree_l2", tree=tree)
+        together.wait()  # six threads alive at once, each with its scratch
+
+    def in_threads():
+        threads = [threading.Thread(target=work) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    held = _held_after(in_threads)
+    assert held < 40e6, f"{held / 1e6:.0f} MB held by six threads that ended"
