@@ -184,6 +184,8 @@ def part_choices(args) -> dict:
         ("Wiener: db2 pass 16 -> 8 shifts", {}, {"_WIENER_PASSES": (("haar", 0.5), ("db2", 1.0))}),
         ("Wiener: Haar pass 4 -> 8 shifts", {}, {"_WIENER_PASSES": (("haar", 1.0), ("db2", 2.0))}),
         ("Wiener: db2 then Haar", {}, {"_WIENER_PASSES": (("db2", 2.0), ("haar", 0.5))}),
+        ("Wiener: db2 4, Haar 4, db2 16 shifts (iterated)", {}, {"_WIENER_PASSES": (("db2", 0.5), ("haar", 0.5),
+                                                                                    ("db2", 2.0))}),
         ("tree pilot 2 -> 8 shifts", {}, {"_PILOT_SPINS": 1.0}),
         ("SURE on every tree (no subset)", {}, {"_SURE_MAX_COEFFS": 1 << 62}),
         ("levels (3, 3, 3) -> 2", {"level": 2}, {}),

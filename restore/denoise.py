@@ -845,8 +845,9 @@ def denoise_wavelet_tree(
 
     A volume of more than 2**25 voxels (per channel) is denoised in the
     overlapping blocks a Dask array of it would be, one per thread at a
-    time: whole, it would take about 160 bytes a voxel; in blocks, about a
-    gigabyte per block beyond the input and output. The result is then the
+    time: whole, it would take about 160 bytes a voxel; in blocks, the
+    input, the output and a bounded working memory per block
+    (``benchmarks/bench_volume.py --part memory``). The result is then the
     Dask array's (with lam chosen automatically, one per block).
 
     SURE measures the risk on at most about 2**19 coefficients: on larger
@@ -1252,8 +1253,8 @@ def _denoise_dask(image, opts: _Options, *, noise: str, wiener: bool | None, pro
 
 
 # Volumes of more voxels than this (per channel) are denoised in memory as Dask arrays are, in overlapping blocks:
-# transformed whole, a volume takes about 140 to 200 bytes a voxel (tree, transforms, Wiener stage), 4.7 to 6.7 GB
-# here, and a block of the defaults about 1.1 GB whatever the volume (two at once, one per thread).
+# transformed whole, a volume takes about 140 to 200 bytes a voxel (tree, transforms, Wiener stage), 5 to 7 GB here,
+# and a block of the defaults about 1.3 GB whatever the volume (two at once, one per thread).
 _WHOLE_MAX_VOXELS = 1 << 25  # 33.5 M voxels, 128 x 512 x 512
 
 
