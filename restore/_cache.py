@@ -1,13 +1,14 @@
-"""A least-recently-used cache bounded in bytes, for the transform plans and trees built per shape.
+"""What the library keeps from one call to the next: plans and trees per shape, bounded in bytes, and per call.
 
 ``functools.lru_cache`` bounds the number of entries, but a tree of a 1M-voxel
 block holds about 90 MB, and the blocks of a chunked volume come in up to 27
 shapes (interior, first and last along each axis): sixteen cached plans then
-hold over a gigabyte. Every function decorated here shares one budget,
-:data:`CACHE_BYTES`: the most recent results are kept up to that total, and a
-result larger than the budget only while a caller still holds it (so that the
-threads of one call, or the Dask blocks of one shape running at once, share
-it), never after the call returns.
+hold over a gigabyte. Every function decorated with :func:`lru_bytes` shares
+one budget, :data:`CACHE_BYTES`: the most recent results are kept up to that
+total. A result larger than the budget is kept while a caller holds it (the
+threads of one call, or Dask blocks of one shape running at once, share it),
+and the newest one for as long as a library call is open (:func:`call_scope`:
+the blocks of a volume, one after the other), never after the last returns.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ import functools
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-__all__ = ["CACHE_BYTES", "lru_bytes", "nbytes"]
+__all__ = ["CACHE_BYTES", "call_scope", "lru_bytes", "nbytes", "on_scope_close"]
 
 #: Bytes of plans and trees kept for reuse by the whole library, between calls: a few planes of 512 x 512 or blocks
 #: of 0.2 M voxels (about 20 MB each). Rebuilding one costs about 0.13 s per M voxels.
@@ -30,6 +32,39 @@ CACHE_BYTES = 64 << 20
 _lock = threading.Lock()
 _kept: OrderedDict = OrderedDict()  # (function, args) -> result, least recently used first, CACHE_BYTES at most
 _in_use: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # every result some caller still holds
+_newest: dict = {}  # the newest result over the budget, while a call is open: {key: result}, one at most
+_open_calls = 0
+_on_close: list[Callable[[], None]] = []  # what else frees when the last open call returns
+
+
+@contextmanager
+def call_scope() -> Iterator[None]:
+    """A library call: while one is open (in any thread), the newest result over the budget is kept for reuse.
+
+    When the last open call returns, it is dropped, and every function
+    registered with :func:`on_scope_close` runs (per-thread scratch space).
+    Usable as a decorator.
+    """
+    global _open_calls
+    with _lock:
+        _open_calls += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _open_calls -= 1
+            last = _open_calls == 0
+            if last:
+                _newest.clear()
+        if last:
+            for free in _on_close:
+                free()
+
+
+def on_scope_close(free: Callable[[], None]) -> Callable[[], None]:
+    """Register ``free()`` to run when the last open :func:`call_scope` returns; returns it (a decorator)."""
+    _on_close.append(free)
+    return free
 
 
 def nbytes(obj: Any, _seen: set | None = None) -> int:
@@ -70,11 +105,12 @@ def lru_bytes(func: Callable) -> Callable:
             if key in _kept:
                 _kept.move_to_end(key)
                 return _kept[key]
-            value = _in_use.get(key)
+            value = _newest.get(key, _in_use.get(key))
         if value is None:
             value = func(*args)  # outside the lock: other shapes build meanwhile
         with _lock:
             if key in _kept:  # built by another thread meanwhile
+                _kept.move_to_end(key)
                 return _kept[key]
             try:
                 value = _in_use.setdefault(key, value)
@@ -82,6 +118,9 @@ def lru_bytes(func: Callable) -> Callable:
                 pass
             if nbytes(value) <= CACHE_BYTES:
                 _keep(key, value, CACHE_BYTES)
+            elif _open_calls:
+                _newest.clear()
+                _newest[key] = value
             return value
 
     def cache_clear() -> None:
@@ -90,6 +129,8 @@ def lru_bytes(func: Callable) -> Callable:
                 del _kept[key]
             for key in [k for k in _in_use if k[0] is wrapper]:
                 _in_use.pop(key, None)
+            for key in [k for k in _newest if k[0] is wrapper]:
+                del _newest[key]
 
     def cache_values() -> list:
         with _lock:

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ._cache import call_scope
 from ._config import default_num_threads
 
 __all__ = ["ZarrInput", "check_zarr_output", "connect", "is_tiff", "is_zarr", "noise_sample", "open_tiff", "open_zarr",
@@ -663,7 +664,8 @@ def _store(jobs: list[tuple[Any, Any]], scheduler: str | None, progress: bool) -
         for data, target in jobs:
             _compute_distributed(da.store(data, target, lock=False, compute=False), scheduler, progress)
         return
-    with _local_threads(sum(data.npartitions for data, _ in jobs), progress) as fill:
+    # one library call throughout: the plan of the blocks of one shape is built once, not once per batch
+    with call_scope(), _local_threads(sum(data.npartitions for data, _ in jobs), progress) as fill:
         for data, target in jobs:
             fill(data, target)
 

@@ -14,9 +14,9 @@ import numpy as np
 import pywt
 from numpy.typing import ArrayLike, NDArray
 
-from ._cache import lru_bytes
+from ._cache import call_scope, lru_bytes
 from ._config import default_num_threads
-from ._progress import ProgressCallback, Steps
+from ._progress import Cancelled, ProgressCallback, Steps
 from ._validation import (
     check_callable,
     check_choice,
@@ -32,7 +32,7 @@ from ._validation import (
     restore_dtype,
 )
 from .noise import NoiseEstimate, anscombe, estimate_noise, inverse_anscombe
-from .proximal import PENALTIES, _prox_rows, scratch_scope
+from .proximal import PENALTIES, _prox_rows
 from .tree import Tree
 from .wavelet import band_layout, default_level, level_splits, wavelet_forward, wavelet_inverse, wavelet_tree
 
@@ -515,7 +515,7 @@ def _data_range(c: np.ndarray, plan: _Plan) -> float:
     return float(hi - lo)
 
 
-@scratch_scope()
+@call_scope()
 def choose_lam(
     image: ArrayLike,
     *,
@@ -844,11 +844,14 @@ def denoise_wavelet_tree(
     replaces.
 
     A volume of more than 2**25 voxels (per channel) is denoised in the
-    overlapping blocks a Dask array of it would be, one per thread at a
-    time: whole, it would take about 160 bytes a voxel; in blocks, the
-    input, the output and a bounded working memory per block
-    (``benchmarks/bench_volume.py --part memory``). The result is then the
-    Dask array's (with lam chosen automatically, one per block).
+    overlapping blocks a Dask array of it would be, two at a time: whole,
+    it would take about 160 bytes a voxel; in blocks, the input, the output
+    and a bounded working memory per block (``benchmarks/bench_volume.py
+    --part memory``). The result is then the Dask array's (with lam chosen
+    automatically, one per block; under photon noise, the gain and read
+    noise are estimated, and checked, on a central part of at most 16 M
+    voxels). ``progress`` is then called from the blocks' threads, one call
+    at a time.
 
     SURE measures the risk on at most about 2**19 coefficients: on larger
     volumes and images, on a regular subset of whole trees (every second
@@ -898,7 +901,7 @@ def denoise_wavelet_tree(
     return _denoise_array(arr, opts, progress=progress, **work)
 
 
-@scratch_scope()
+@call_scope()
 def _denoise_array(arr: np.ndarray, opts: _Options, *, penalty: str, wavelet: str, noise: str,
                    per_level: bool | None, wiener: bool | None, progress: ProgressCallback | None,
                    block: bool = False) -> np.ndarray:
@@ -1212,10 +1215,10 @@ def _block_plan(chunk: int, n: int, levels: int, reach: int, n_axes: int = 3) ->
 
 
 def _denoise_dask(image, opts: _Options, *, noise: str, wiener: bool | None, progress: ProgressCallback | None,
-                  blocks: _BlockSteps | None = None, **work: Any):
+                  block_steps: _BlockSteps | None = None, **work: Any):
     """Lazy :func:`denoise_wavelet_tree` of a Dask array: overlapping blocks (``dask.array.map_overlap``).
 
-    ``opts`` are the call's validated settings; ``blocks``, when given, takes the
+    ``opts`` are the call's validated settings; ``block_steps``, when given, takes the
     progress of each block (:func:`_denoise_blocks`). Every block has the levels of
     the whole and its photon noise (estimated here once, on a sample, when
     not given), so that blocks differ from the whole only near their borders
@@ -1244,9 +1247,9 @@ def _denoise_dask(image, opts: _Options, *, noise: str, wiener: bool | None, pro
     dtype = output_dtype(arr.dtype)
 
     def block(b):  # the settings of the whole, its levels included, whatever the block's size
-        if blocks is None:
+        if block_steps is None:
             return _denoise_array(b, opts, noise=noise, wiener=wiener, progress=None, block=True, **work)
-        with blocks.block() as report:
+        with block_steps.block() as report:
             return _denoise_array(b, opts, noise=noise, wiener=wiener, progress=report, block=True, **work)
 
     return arr.map_overlap(block, depth=depth, boundary="none", dtype=dtype, meta=np.empty((0,) * ndim, dtype))
@@ -1254,29 +1257,44 @@ def _denoise_dask(image, opts: _Options, *, noise: str, wiener: bool | None, pro
 
 # Volumes of more voxels than this (per channel) are denoised in memory as Dask arrays are, in overlapping blocks:
 # transformed whole, a volume takes about 140 to 200 bytes a voxel (tree, transforms, Wiener stage), 5 to 7 GB here,
-# and a block of the defaults about 1.3 GB whatever the volume (two at once, one per thread).
+# and a block of the defaults about 1.3 GB whatever the volume.
 _WHOLE_MAX_VOXELS = 1 << 25  # 33.5 M voxels, 128 x 512 x 512
+# Blocks computed at once (each on a thread of its own, its shrinkage on all of them): with one per CPU, a many-core
+# machine's peak would pass the whole volume's
+_BLOCKS_AT_ONCE = 2
 
 
+@call_scope()
 def _denoise_blocks(arr: np.ndarray, opts: _Options, *, noise: str, wiener: bool | None,
                     progress: ProgressCallback | None, **work: Any) -> np.ndarray:
     """:func:`denoise_wavelet_tree` of a volume in memory beyond :data:`_WHOLE_MAX_VOXELS`: the blocks of
-    :func:`_denoise_dask`, computed into the output on this machine's threads, with progress and cancellation
-    inside each block. The photon model is checked (and estimated) once, on the central part the Dask path reads.
+    :func:`_denoise_dask`, computed into the output, with progress and cancellation inside each block.
+
+    The values are checked up front, and the photon model on the central part the Dask path reads. When a block
+    fails or the call is cancelled, the other blocks stop at their next step, and the call returns once they have.
     """
-    import dask
     import dask.array as da
 
-    image = da.from_array(arr, chunks=arr.shape)
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise ValueError("image contains NaN or infinite values")
+    image = da.from_array(arr, chunks=arr.shape, name=False)  # name=False: no hash of the whole volume
     if noise == "poisson-gaussian":
         model = _photon_model(_noise_sample(image, opts.sp_axes), opts.gain, opts.read_noise, False, dtype=arr.dtype)
         opts = replace(opts, gain=model.gain, read_noise=model.sigma)
     out = np.empty(arr.shape, dtype=output_dtype(arr.dtype))
     steps = _BlockSteps(progress)
-    lazy = _denoise_dask(image, opts, noise=noise, wiener=wiener, progress=None, blocks=steps, **work)
-    steps.start(int(np.prod(lazy.numblocks)))
-    with dask.config.set(scheduler="threads", num_workers=default_num_threads()):
-        da.store(lazy, out, lock=False)
+    lazy = _denoise_dask(image, opts, noise=noise, wiener=wiener, progress=None, block_steps=steps, **work)
+    try:
+        steps.start(int(np.prod(lazy.numblocks)))
+        da.store(lazy, out, lock=False, scheduler="threads", num_workers=min(default_num_threads(), _BLOCKS_AT_ONCE))
+    except BaseException:
+        first = steps.stop_and_wait()
+        if first is None:
+            raise
+        try:
+            raise first from None  # what failed first, not what it stopped in the other blocks
+        finally:
+            del first  # this frame is in its traceback: no reference cycle to keep the blocks' arrays
     steps.report()  # the end, whatever the blocks' last steps said
     return out
 
@@ -1289,51 +1307,73 @@ class _BlockSteps:
     """Progress of blocks computed at once on several threads: each block's own steps as its share of the whole.
 
     ``progress(done, total)`` is called under a lock, from the blocks'
-    threads; once it raised (:class:`Cancelled`), every block still running
-    raises the same at its next step, without calling it again.
+    threads, never backwards. Once a block failed or ``progress`` raised
+    (:class:`Cancelled`), every block raises :class:`Cancelled` at its next
+    step without calling it again.
     """
 
     def __init__(self, progress: ProgressCallback | None) -> None:
-        self.progress, self.total, self.finished = progress, 1, 0
-        self.parts: dict[int, float] = {}  # fraction done of each block running
+        self.progress, self.total, self.finished, self.shown = progress, 1, 0, 0
+        self.parts: dict[int, int] = {}  # steps done by each block running
         self.ids = itertools.count()
-        self.lock = threading.Lock()
-        self.error: BaseException | None = None
+        self.lock = threading.Condition()
+        self.stopped = False
+        self.first: BaseException | None = None  # the first failure, until stop_and_wait takes it
 
     def start(self, n_blocks: int) -> None:
         self.total = _STEPS_PER_BLOCK * n_blocks
         self.report()
 
     def report(self) -> None:
-        """Report the blocks finished and the fractions of those running."""
-        self._report(None, 0.0)
+        """Report the blocks finished and the steps of those running."""
+        self._report(None, 0)
 
-    def _report(self, key: int | None, fraction: float) -> None:
+    def _fail(self, exc: BaseException) -> None:  # under the lock
+        self.stopped = True
+        if self.first is None:
+            self.first = exc
+
+    def _report(self, key: int | None, steps: int) -> None:
         with self.lock:
-            if self.error is not None:
-                raise self.error
+            if self.stopped:
+                raise Cancelled
             if key is not None:
-                self.parts[key] = fraction
+                self.parts[key] = steps
+            self.shown = max(self.shown, min(_STEPS_PER_BLOCK * self.finished + sum(self.parts.values()), self.total))
             if self.progress is not None:
-                done = int(_STEPS_PER_BLOCK * (self.finished + sum(self.parts.values())))
                 try:
-                    self.progress(min(done, self.total), self.total)
-                except BaseException as err:
-                    self.error = err
+                    self.progress(self.shown, self.total)
+                except BaseException as exc:
+                    self._fail(exc)
                     raise
 
     @contextmanager
     def block(self) -> Iterator[ProgressCallback]:
         """``with steps.block() as report``: the progress callback of one block, counted finished at the end."""
         with self.lock:
+            if self.stopped:
+                raise Cancelled
             key = next(self.ids)
-            self.parts[key] = 0.0
+            self.parts[key] = 0
         try:
-            yield lambda done, total: self._report(key, done / max(total, 1))
+            yield lambda done, total: self._report(key, _STEPS_PER_BLOCK * min(done, total) // max(total, 1))
+        except BaseException as exc:
+            with self.lock:
+                self._fail(exc)
+            raise
         finally:
             with self.lock:
-                self.parts.pop(key, None)
+                del self.parts[key]
                 self.finished += 1
+                self.lock.notify_all()
+
+    def stop_and_wait(self) -> BaseException | None:
+        """Stop every block at its next step, wait until none runs; the first failure (forgotten here)."""
+        with self.lock:
+            self.stopped = True
+            self.lock.wait_for(lambda: not self.parts)
+            first, self.first = self.first, None  # it holds this object through its traceback: let both go
+            return first
 
 
 def _noise_sample(image, sp_axes: tuple[int, ...]) -> np.ndarray:

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
+from ._cache import on_scope_close
 from ._config import default_num_threads
 from ._validation import check_choice, check_number
 from .tree import Tree
@@ -45,7 +44,7 @@ _MIN_PARALLEL_WORK = 1 << 15
 
 # Scratch space of the tree kernels is kept per thread and reused from one kernel call to the next (fresh pages cost
 # more than the O(p) kernels themselves on large trees), up to this many bytes a thread, until the thread ends or the
-# library call that used it returns (scratch_scope): nothing sized by one image outlives its call.
+# last open library call returns (restore._cache.call_scope): nothing sized by one image outlives its call.
 _WORKSPACE_CACHE_BYTES = 256 << 20
 
 
@@ -61,7 +60,6 @@ class _Scratch:
 _local = threading.local()
 _holders: weakref.WeakSet = weakref.WeakSet()  # every live thread's _Scratch: freed with its thread
 _scratch_lock = threading.Lock()
-_open_scopes = 0
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -82,20 +80,12 @@ def _workspace(m: int, rows: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     return ws
 
 
-@contextmanager
-def scratch_scope() -> Iterator[None]:
-    """Within the block, the tree kernels reuse their scratch space; once the outermost block exits, it is freed."""
-    global _open_scopes
+@on_scope_close
+def _free_scratch() -> None:
+    """Free every thread's scratch space (the last open library call returned)."""
     with _scratch_lock:
-        _open_scopes += 1
-    try:
-        yield
-    finally:
-        with _scratch_lock:
-            _open_scopes -= 1
-            if _open_scopes == 0:
-                for holder in list(_holders):
-                    holder.ws = None
+        for holder in list(_holders):
+            holder.ws = None
 
 
 def _run_tree_kernel(kernel, X, r0, r1, flat, lams, rows: tuple[int, int]) -> None:
