@@ -94,7 +94,8 @@ def lru_bytes(func: Callable) -> Callable:
     """Decorator: memoise a function of hashable arguments within the shared budget :data:`CACHE_BYTES`.
 
     Least recently used results are dropped first; a result larger than the
-    whole budget is found again only while some caller holds it. Thread-safe;
+    whole budget is found again only while some caller holds it or, the
+    newest, while a library call is open (:func:`call_scope`). Thread-safe;
     a result computed by two threads at once is kept once. The wrapper has
     ``cache_clear()`` and ``cache_values()`` (its own results held for reuse).
     """
