@@ -83,10 +83,10 @@ def nbytes(obj: Any, _seen: set | None = None) -> int:
     return sum(nbytes(v, seen) for v in values)
 
 
-def _keep(key: Any, value: Any, max_bytes: int) -> None:
-    """Keep ``value`` as the most recent result, then drop the oldest until the arrays of all fit in ``max_bytes``."""
+def _keep(key: Any, value: Any) -> None:
+    """Keep ``value`` as the most recent result, then drop the oldest until the arrays of all fit the budget."""
     _kept[key] = value
-    while nbytes(list(_kept.values())) > max_bytes:  # arrays shared by results (a plan's tree) count once
+    while nbytes(list(_kept.values())) > CACHE_BYTES:  # arrays shared by results (a plan's tree) count once
         _kept.popitem(last=False)
 
 
@@ -118,7 +118,7 @@ def lru_bytes(func: Callable) -> Callable:
             except TypeError:  # not weakly referenceable: found again only while kept
                 pass
             if nbytes(value) <= CACHE_BYTES:
-                _keep(key, value, CACHE_BYTES)
+                _keep(key, value)
             elif _open_calls:
                 _newest.clear()
                 _newest[key] = value

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
-__all__ = ["Cancelled", "ProgressCallback", "Steps"]
+__all__ = ["BlockSteps", "Cancelled", "ProgressCallback", "Steps"]
 
 ProgressCallback = Callable[[int, int], None]
 """``progress(done, total)``: called after each step; it may raise :class:`Cancelled` to stop."""
@@ -55,3 +58,80 @@ class Steps:
             self.progress(self.done, self.total)
 
         return report
+
+
+# Progress steps of each block of a BlockSteps: its own steps, whatever their number, count as this many
+_STEPS_PER_BLOCK = 100
+
+
+class BlockSteps:
+    """Progress of blocks computed at once on several threads: each block's own steps as its share of the whole.
+
+    ``progress(done, total)`` is called under a lock, from the blocks'
+    threads, never backwards. Once a block failed or ``progress`` raised
+    (:class:`Cancelled`), every block raises :class:`Cancelled` at its next
+    step without calling it again.
+    """
+
+    def __init__(self, progress: ProgressCallback | None) -> None:
+        self.progress, self.total, self.finished, self.shown = progress, 1, 0, 0
+        self.parts: dict[int, int] = {}  # steps done by each block running
+        self.ids = itertools.count()
+        self.lock = threading.Condition()
+        self.stopped = False
+        self.first: BaseException | None = None  # the first failure, until stop_and_wait takes it
+
+    def start(self, n_blocks: int) -> None:
+        self.total = _STEPS_PER_BLOCK * n_blocks
+        self.report()
+
+    def report(self) -> None:
+        """Report the blocks finished and the steps of those running."""
+        self._report(None, 0)
+
+    def _fail(self, exc: BaseException) -> None:  # under the lock
+        self.stopped = True
+        if self.first is None:
+            self.first = exc
+
+    def _report(self, key: int | None, steps: int) -> None:
+        with self.lock:
+            if self.stopped:
+                raise Cancelled
+            if key is not None:
+                self.parts[key] = steps
+            self.shown = max(self.shown, min(_STEPS_PER_BLOCK * self.finished + sum(self.parts.values()), self.total))
+            if self.progress is not None:
+                try:
+                    self.progress(self.shown, self.total)
+                except BaseException as exc:
+                    self._fail(exc)
+                    raise
+
+    @contextmanager
+    def block(self) -> Iterator[ProgressCallback]:
+        """``with steps.block() as report``: the progress callback of one block, counted finished at the end."""
+        with self.lock:
+            if self.stopped:
+                raise Cancelled
+            key = next(self.ids)
+            self.parts[key] = 0
+        try:
+            yield lambda done, total: self._report(key, _STEPS_PER_BLOCK * min(done, total) // max(total, 1))
+        except BaseException as exc:
+            with self.lock:
+                self._fail(exc)
+            raise
+        finally:
+            with self.lock:
+                del self.parts[key]
+                self.finished += 1
+                self.lock.notify_all()
+
+    def stop_and_wait(self) -> BaseException | None:
+        """Stop every block at its next step, wait until none runs; the first failure (forgotten here)."""
+        with self.lock:
+            self.stopped = True
+            self.lock.wait_for(lambda: not self.parts)
+            first, self.first = self.first, None  # it holds this object through its traceback: let both go
+            return first

@@ -21,6 +21,7 @@ __all__ = [
     "check_channel_axis",
     "check_choice",
     "check_image",
+    "check_finite",
     "check_int",
     "check_level",
     "check_mask",
@@ -249,9 +250,15 @@ def check_image(image: ArrayLike, *, name: str = "image", channel_axis: Any = No
         from skimage.util import img_as_float
 
         out = img_as_float(arr)
-    if finite and not np.isfinite(out).all():
-        raise ValueError(f"{name} contains NaN or infinite values")
+    if finite:
+        check_finite(out, name)
     return out, axis
+
+
+def check_finite(arr: np.ndarray, name: str = "image") -> None:
+    """Refuse an array holding NaN or infinite values (integers and booleans always pass)."""
+    if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or infinite values")
 
 
 def check_mask(mask: ArrayLike, shape: Sequence[int], *, name: str = "mask") -> np.ndarray:
@@ -261,8 +268,7 @@ def check_mask(mask: ArrayLike, shape: Sequence[int], *, name: str = "mask") -> 
         raise ValueError(f"{name} must be a boolean or numeric array, got dtype {m.dtype}")
     if m.shape != tuple(shape):
         raise ValueError(f"{name} must have the image's spatial shape {tuple(shape)}, got {m.shape}")
-    if m.dtype.kind == "f" and not np.isfinite(m).all():
-        raise ValueError(f"{name} contains NaN or infinite values")
+    check_finite(m, name)
     return m.astype(bool)
 
 
@@ -277,6 +283,5 @@ def check_matrix(a: ArrayLike, name: str, *, min_rows: int = 0, min_cols: int = 
         raise ValueError(f"{name} must have at least {min_rows} row(s) and {min_cols} column(s), got shape "
                          f"{arr.shape}")
     arr = np.asarray(arr, dtype=np.float64)
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains NaN or infinite values")
+    check_finite(arr, name)
     return arr

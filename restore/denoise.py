@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -16,10 +13,11 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._cache import call_scope, lru_bytes
 from ._config import default_num_threads
-from ._progress import Cancelled, ProgressCallback, Steps
+from ._progress import BlockSteps, ProgressCallback, Steps
 from ._validation import (
     check_callable,
     check_choice,
+    check_finite,
     check_image,
     check_image_layout,
     check_int,
@@ -1215,7 +1213,7 @@ def _block_plan(chunk: int, n: int, levels: int, reach: int, n_axes: int = 3) ->
 
 
 def _denoise_dask(image, opts: _Options, *, noise: str, wiener: bool | None, progress: ProgressCallback | None,
-                  block_steps: _BlockSteps | None = None, **work: Any):
+                  block_steps: BlockSteps | None = None, **work: Any):
     """Lazy :func:`denoise_wavelet_tree` of a Dask array: overlapping blocks (``dask.array.map_overlap``).
 
     ``opts`` are the call's validated settings; ``block_steps``, when given, takes the
@@ -1267,22 +1265,22 @@ _BLOCKS_AT_ONCE = 2
 @call_scope()
 def _denoise_blocks(arr: np.ndarray, opts: _Options, *, noise: str, wiener: bool | None,
                     progress: ProgressCallback | None, **work: Any) -> np.ndarray:
-    """:func:`denoise_wavelet_tree` of a volume in memory beyond :data:`_WHOLE_MAX_VOXELS`: the blocks of
-    :func:`_denoise_dask`, computed into the output, with progress and cancellation inside each block.
+    """:func:`denoise_wavelet_tree` of a volume in memory beyond :data:`_WHOLE_MAX_VOXELS`, in blocks.
 
-    The values are checked up front, and the photon model on the central part the Dask path reads. When a block
-    fails or the call is cancelled, the other blocks stop at their next step, and the call returns once they have.
+    The blocks of :func:`_denoise_dask`, computed into the output, with progress and cancellation inside
+    each block (:class:`restore._progress.BlockSteps`). The values are checked up front, and the photon
+    model on the central part the Dask path reads. When a block fails or the call is cancelled, the other
+    blocks stop at their next step, and the call returns once they have.
     """
     import dask.array as da
 
-    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-        raise ValueError("image contains NaN or infinite values")
+    check_finite(arr)  # as the whole path checks it, before any block runs
     image = da.from_array(arr, chunks=arr.shape, name=False)  # name=False: no hash of the whole volume
     if noise == "poisson-gaussian":
         model = _photon_model(_noise_sample(image, opts.sp_axes), opts.gain, opts.read_noise, False, dtype=arr.dtype)
         opts = replace(opts, gain=model.gain, read_noise=model.sigma)
     out = np.empty(arr.shape, dtype=output_dtype(arr.dtype))
-    steps = _BlockSteps(progress)
+    steps = BlockSteps(progress)
     lazy = _denoise_dask(image, opts, noise=noise, wiener=wiener, progress=None, block_steps=steps, **work)
     try:
         steps.start(int(np.prod(lazy.numblocks)))
@@ -1297,83 +1295,6 @@ def _denoise_blocks(arr: np.ndarray, opts: _Options, *, noise: str, wiener: bool
             del first  # this frame is in its traceback: no reference cycle to keep the blocks' arrays
     steps.report()  # the end, whatever the blocks' last steps said
     return out
-
-
-# Progress steps of each block of _denoise_blocks: its own steps, whatever their number, count as this many
-_STEPS_PER_BLOCK = 100
-
-
-class _BlockSteps:
-    """Progress of blocks computed at once on several threads: each block's own steps as its share of the whole.
-
-    ``progress(done, total)`` is called under a lock, from the blocks'
-    threads, never backwards. Once a block failed or ``progress`` raised
-    (:class:`Cancelled`), every block raises :class:`Cancelled` at its next
-    step without calling it again.
-    """
-
-    def __init__(self, progress: ProgressCallback | None) -> None:
-        self.progress, self.total, self.finished, self.shown = progress, 1, 0, 0
-        self.parts: dict[int, int] = {}  # steps done by each block running
-        self.ids = itertools.count()
-        self.lock = threading.Condition()
-        self.stopped = False
-        self.first: BaseException | None = None  # the first failure, until stop_and_wait takes it
-
-    def start(self, n_blocks: int) -> None:
-        self.total = _STEPS_PER_BLOCK * n_blocks
-        self.report()
-
-    def report(self) -> None:
-        """Report the blocks finished and the steps of those running."""
-        self._report(None, 0)
-
-    def _fail(self, exc: BaseException) -> None:  # under the lock
-        self.stopped = True
-        if self.first is None:
-            self.first = exc
-
-    def _report(self, key: int | None, steps: int) -> None:
-        with self.lock:
-            if self.stopped:
-                raise Cancelled
-            if key is not None:
-                self.parts[key] = steps
-            self.shown = max(self.shown, min(_STEPS_PER_BLOCK * self.finished + sum(self.parts.values()), self.total))
-            if self.progress is not None:
-                try:
-                    self.progress(self.shown, self.total)
-                except BaseException as exc:
-                    self._fail(exc)
-                    raise
-
-    @contextmanager
-    def block(self) -> Iterator[ProgressCallback]:
-        """``with steps.block() as report``: the progress callback of one block, counted finished at the end."""
-        with self.lock:
-            if self.stopped:
-                raise Cancelled
-            key = next(self.ids)
-            self.parts[key] = 0
-        try:
-            yield lambda done, total: self._report(key, _STEPS_PER_BLOCK * min(done, total) // max(total, 1))
-        except BaseException as exc:
-            with self.lock:
-                self._fail(exc)
-            raise
-        finally:
-            with self.lock:
-                del self.parts[key]
-                self.finished += 1
-                self.lock.notify_all()
-
-    def stop_and_wait(self) -> BaseException | None:
-        """Stop every block at its next step, wait until none runs; the first failure (forgotten here)."""
-        with self.lock:
-            self.stopped = True
-            self.lock.wait_for(lambda: not self.parts)
-            first, self.first = self.first, None  # it holds this object through its traceback: let both go
-            return first
 
 
 def _noise_sample(image, sp_axes: tuple[int, ...]) -> np.ndarray:
