@@ -12,6 +12,7 @@ back without the bias a plain algebraic inverse leaves at low counts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -207,7 +208,8 @@ class NoiseEstimate:
         return (self.gain or 0.0) * np.maximum(m, 0.0) + self.sigma**2
 
 
-def estimate_noise(image: ArrayLike, *, noise: str = "poisson-gaussian") -> NoiseEstimate:
+def estimate_noise(image: ArrayLike, *, noise: str = "poisson-gaussian",
+                   progress: Callable[[int, int], None] | None = None) -> NoiseEstimate:
     """Estimate the noise of an image from itself: its noise-level function.
 
     Parameters
@@ -218,6 +220,10 @@ def estimate_noise(image: ArrayLike, *, noise: str = "poisson-gaussian") -> Nois
         does.
     noise : {'poisson-gaussian', 'gaussian'}
         The model: variance ``gain * mean + sigma**2``, or ``sigma**2``.
+    progress : callable, optional
+        ``progress(done, total)`` after each step of at most about 2**20
+        samples of work (a few tens of milliseconds); it may raise (for
+        instance :class:`restore.Cancelled`) to stop the estimate there.
 
     Returns
     -------
@@ -255,20 +261,60 @@ def estimate_noise(image: ArrayLike, *, noise: str = "poisson-gaussian") -> Nois
     if noise not in ("gaussian", "poisson-gaussian"):
         raise ValueError(f"Invalid noise: {noise!r}; supported noise models are gaussian, poisson-gaussian")
     img = np.asarray(img if img.dtype.kind == "f" else img_as_float(img), dtype=np.float64)
+    planes = img.reshape(-1, *img.shape[-2:])
+    steps = _Steps(progress, len(planes) * (1 + _plane_steps(img.shape[-2:])) + _N_BINS + 1)
     # fitted in units of the largest magnitude, scaled back: int64 images come in units of 2**-63
-    scale = float(np.max(np.abs(img))) if img.size else 0.0
+    scale = 0.0
+    for p in planes:
+        scale = max(scale, float(np.max(np.abs(p))) if p.size else 0.0)
+        steps()
     scale = scale if np.isfinite(scale) and scale > 0 else 1.0
-    est = _estimate_noise_unit(img / scale, noise)
+    est = _estimate_noise_unit(planes, scale, noise, steps)
+    steps.finish()
     return replace(est, sigma=est.sigma * scale, gain=None if est.gain is None else est.gain * scale)
 
 
-def _estimate_noise_unit(img: np.ndarray, noise: str) -> NoiseEstimate:
-    """:func:`estimate_noise` of a float64 image of magnitude about 1."""
-    means, dets = _smooth_samples(img)
+# Samples of work between two progress reports of the estimate, at most about (tens of milliseconds): Cancel
+# acts within a tenth of a second
+_STEP_SAMPLES = 1 << 20
+
+
+class _Steps:
+    """Counts the estimate's steps and reports each one to ``progress(done, total)`` (None: nothing)."""
+
+    def __init__(self, progress: Callable[[int, int], None] | None, total: int) -> None:
+        self.progress, self.total, self.done = progress, max(int(total), 1), 0
+
+    def __call__(self) -> None:
+        self.done = min(self.done + 1, self.total)
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+    def finish(self) -> None:
+        """Report the end (steps skipped, such as a plane too small, are counted done)."""
+        if self.done < self.total:
+            self.done = self.total - 1
+            self()
+
+
+def _strips(n: int, other: int) -> int:
+    """Pieces of about :data:`_STEP_SAMPLES` samples that ``n`` lines of ``other`` samples are cut into."""
+    return max(1, min(n, -(-n * other // _STEP_SAMPLES)))
+
+
+def _plane_steps(shape: tuple[int, ...]) -> int:
+    """Progress steps of one plane in :func:`_smooth_samples`: the transform's strips, then three stages."""
+    h, w = (int(shape[0]) // 2) * 2, (int(shape[1]) // 2) * 2
+    return _strips(h, w) + _strips(w, h // 2) + 3
+
+
+def _estimate_noise_unit(planes: np.ndarray, scale: float, noise: str, steps: _Steps) -> NoiseEstimate:
+    """:func:`estimate_noise` of float64 planes, divided by ``scale`` to a magnitude of about 1."""
+    means, dets = _smooth_samples(planes, scale, steps)
     if noise == "gaussian" or means.size < _MIN_SAMPLES:
         s = float(np.median(np.abs(dets)) / 0.6744897501960817) if dets.size else 0.0
         return NoiseEstimate("gaussian", s) if noise == "gaussian" else NoiseEstimate(noise, s, 0.0)
-    gain, var0 = _fit_nlf(means, dets)
+    gain, var0 = _fit_nlf(means, dets, steps)
     return NoiseEstimate(noise, float(np.sqrt(max(var0, 0.0))), float(gain))
 
 
@@ -282,36 +328,66 @@ _CLIP = 6.0  # robust deviations beyond which a detail coefficient is an outlier
 _MAD = 0.6744897501960817  # median |N(0, 1)|
 
 
-def _smooth_samples(img: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Local means and finest diagonal details at the smooth places of every plane."""
-    import pywt
+def _smooth_samples(planes: np.ndarray, scale: float, steps: _Steps) -> tuple[np.ndarray, np.ndarray]:
+    """Local means and finest diagonal details at the smooth places of every plane (divided by ``scale``)."""
     from scipy import ndimage
 
-    planes = img.reshape(-1, *img.shape[-2:])
     means, dets = [], []
     for p in planes:
         h, w = (p.shape[0] // 2) * 2, (p.shape[1] // 2) * 2
         if h < 4 or w < 4:
             continue
-        a, (_, _, d) = pywt.dwt2(p[:h, :w], "db2", mode="periodization")
+        a, d = _db2_bands(p[:h, :w], scale, steps)
         # the local mean must be far less noisy than the spread of means a bin spans, or bins mix levels
         m = ndimage.uniform_filter(a / 2.0, _MEAN_WINDOW, mode="reflect")
+        steps()
         grad = np.hypot(ndimage.sobel(m, 0), ndimage.sobel(m, 1))
+        steps()
         # the gradient of the local mean also carries noise: compare it within each plane
         keep = grad <= np.quantile(grad, _SMOOTH_QUANTILE)
         means.append(m[keep])
         dets.append(d[keep])
+        steps()
     if not means:
         return np.empty(0), np.empty(0)
     return np.concatenate(means), np.concatenate(dets)
 
 
-def _fit_nlf(means: np.ndarray, dets: np.ndarray) -> tuple[float, float]:
+def _db2_bands(p: np.ndarray, scale: float, steps: _Steps) -> tuple[np.ndarray, np.ndarray]:
+    """Approximation and diagonal detail bands of one level of db2 (periodic) of ``p / scale``.
+
+    As ``pywt.dwt2``, one axis after the other, in strips of about
+    :data:`_STEP_SAMPLES` samples with a report after each: one 4096 x 4096
+    plane is a few tenths of a second of work, too long between reports.
+    """
+    import pywt
+
+    h, w = p.shape
+    rows = np.array_split(np.arange(h), _strips(h, w))
+    lo, hi = [], []
+    for r in rows:
+        c = pywt.dwt(p[r[0]:r[-1] + 1] / scale, "db2", mode="periodization", axis=1)
+        lo.append(c[0])
+        hi.append(c[1])
+        steps()
+    lo, hi = np.concatenate(lo, axis=0), np.concatenate(hi, axis=0)
+    cols = np.array_split(np.arange(w // 2), _strips(w // 2, h))
+    a, d = [], []
+    for c in cols:
+        a.append(pywt.dwt(lo[:, c[0]:c[-1] + 1], "db2", mode="periodization", axis=0)[0])
+        d.append(pywt.dwt(hi[:, c[0]:c[-1] + 1], "db2", mode="periodization", axis=0)[1])
+        steps()
+    return np.concatenate(a, axis=1), np.concatenate(d, axis=1)
+
+
+def _fit_nlf(means: np.ndarray, dets: np.ndarray, steps: _Steps | None = None) -> tuple[float, float]:
     """Slope and intercept of the variance of ``dets`` against ``means``: a robust variance per bin, then a line."""
     lo, hi = np.quantile(means, [_RANGE_QUANTILE, 1 - _RANGE_QUANTILE])
     which = np.clip(((means - lo) / max(hi - lo, 1e-300) * _N_BINS).astype(np.int64), 0, _N_BINS - 1)
     mu, var, n = [], [], []
     for k in range(_N_BINS):
+        if steps is not None:
+            steps()
         d = dets[which == k]
         if d.size < _MIN_BIN:
             continue

@@ -87,3 +87,28 @@ def test_anscombe_variance_matches_simulation_and_falls_at_low_counts(sigma):
     simulated = anscombe(z, gain, sigma).var(axis=0)
     np.testing.assert_allclose(_anscombe_variance(gain * photons, gain, sigma), simulated, atol=0.01)
     assert _anscombe_variance(0.0, gain, sigma) < 0.2 < 0.9 < _anscombe_variance(gain * 5, gain, sigma)
+
+
+def test_estimate_reports_progress_often_and_stops_when_the_callback_raises(rng):
+    """Cancel inside the photon-noise estimate (issue 27, item 15): it reports at least once per 2**20
+    samples of work and stops at the report that raises, with the same estimate as without reports."""
+    from restore import Cancelled
+
+    x = smooth_volume(rng, (2, 1024, 1024))
+    y = 0.1 * rng.poisson(x / 0.1) + 0.02 * rng.standard_normal(x.shape)
+    seen = []
+    est = estimate_noise(y, progress=lambda done, total: seen.append((done, total)))
+    assert est == estimate_noise(y)
+    assert len(seen) >= y.size // 2**20 and seen[-1][0] == seen[-1][1]
+    assert all(a[0] <= b[0] and a[1] == b[1] for a, b in zip(seen, seen[1:]))  # never backwards
+
+    calls = []
+
+    def stop(done, total):
+        calls.append(done)
+        if len(calls) == 3:
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        estimate_noise(y, progress=stop)
+    assert len(calls) == 3  # nothing after the report that raised
