@@ -695,6 +695,7 @@ def denoise_wavelet_tree(
     wiener: bool | None = None,
     rng: int | np.random.Generator | None = None,
     progress: ProgressCallback | None = None,
+    sliced_axes: Sequence[int] = (),
 ) -> NDArray[np.floating]:
     r"""Denoise an image or a volume by tree-structured shrinkage of its wavelet coefficients.
 
@@ -806,6 +807,15 @@ def denoise_wavelet_tree(
         risk, each transform and each shrinkage of a group of shifts (under
         a second each on a 4096 x 4096 plane). It may raise
         :class:`restore.Cancelled` to stop; nothing is returned then.
+    sliced_axes : sequence of int, default ()
+        Dask arrays only: transformed axes that a viewer shows one slice at
+        a time (napari's sliders, such as z). The result's blocks keep to the
+        input's chunks along them (at least ``2**level`` samples), so that
+        computing one slice computes the blocks of one chunk's depth and their
+        overlap, not up to 128 samples; computing the whole then does more
+        redundant work along these axes (a block's overlap is up to 32
+        samples each side, whatever its core). Default: blocks sized for
+        computing the whole.
 
     Returns
     -------
@@ -890,7 +900,7 @@ def denoise_wavelet_tree(
     opts = _check_options(arr.shape, arr.dtype, sigma=sigma, lam=lam, penalty=penalty, wavelet=wavelet, level=level,
                           penalize_approx=penalize_approx, cycle_spins=cycle_spins, channel_axis=channel_axis,
                           axes=axes, noise=noise, gain=gain, per_level=per_level, wiener=wiener, rng=rng,
-                          progress=progress)
+                          progress=progress, sliced_axes=sliced_axes)
     work = {"penalty": penalty, "wavelet": wavelet, "noise": noise, "per_level": per_level, "wiener": wiener}
     if lazy:
         return _denoise_dask(arr, opts, progress=progress, **work)
@@ -978,10 +988,11 @@ class _Options:
     gain: float | None  # Poisson-Gaussian
     read_noise: float | None  # Poisson-Gaussian
     seed: Any  # of numpy.random.default_rng
+    sliced: tuple[int, ...] = ()  # transformed axes shown one slice at a time (Dask blocks keep to the chunks)
 
 
 def _check_options(shape, dtype, *, sigma, lam, penalty, wavelet, level, penalize_approx, cycle_spins, channel_axis,
-                   axes, noise, gain, per_level, wiener, rng, progress) -> _Options:
+                   axes, noise, gain, per_level, wiener, rng, progress, sliced_axes=()) -> _Options:
     """Every check of :func:`denoise_wavelet_tree` that needs no pixel: in memory and, at the call, for Dask."""
     ndim = len(shape)
     n_axes = 2 if axes is None else len(_check_axes(axes, ndim, None, channels_checked=False))
@@ -1031,7 +1042,19 @@ def _check_options(shape, dtype, *, sigma, lam, penalty, wavelet, level, penaliz
         if s > _SQUARE_MAX:
             raise ValueError(f"sigma {s:g} is too large: its square overflows float64 (at most {_SQUARE_MAX:.3g})")
     return _Options(c_axis, sp_axes, levels, bool(penalize_approx), n_shifts, n_channels, method, lams, weights,
-                    sigmas, gain, read_noise, _seed(rng))
+                    sigmas, gain, read_noise, _seed(rng), _check_sliced(sliced_axes, ndim, sp_axes))
+
+
+def _check_sliced(sliced_axes, ndim: int, sp_axes: tuple[int, ...]) -> tuple[int, ...]:
+    """``sliced_axes`` as non-negative axes, each one of the transformed axes."""
+    try:
+        sliced = tuple(int(a) for a in sliced_axes)
+    except (TypeError, ValueError):
+        raise ValueError(f"sliced_axes must be a sequence of axes, got {sliced_axes!r}") from None
+    norm = tuple(sorted({a % ndim for a in sliced if -ndim <= a < ndim}))
+    if len(norm) != len(set(sliced)) or not set(norm) <= set(sp_axes):
+        raise ValueError(f"sliced_axes must be among the transformed axes {sp_axes}, got {sliced_axes!r}")
+    return norm
 
 
 # The largest noise parameter whose square float64 holds (the risk and the Anscombe transform square them)
@@ -1231,11 +1254,17 @@ def _denoise_dask(image, opts: _Options, *, noise: str, wiener: bool | None, pro
     chunks = {a: -1 for a in range(ndim) if a == c_axis}  # every block holds whole channels
     # ... and one plane (volume) of a stack: computing one computes no other
     chunks.update({a: 1 for a in range(ndim) if a != c_axis and a not in sp_axes and max(image.chunks[a]) > 1})
+    sliced: dict[int, int] = {}  # sliced axis -> core of its blocks
     for a, n in zip(sp_axes, lv, strict=True):
         reach = _overlap(wavelet, n) + (sum(_overlap(w, n) for w, _ in _WIENER_PASSES)
                                         if _use_wiener(wiener, len(sp_axes)) else 0)
         sizes = image.chunks[a]
         core, depth[a] = _block_plan(sizes[0], int(image.shape[a]), n, reach, len(sp_axes))
+        if a in opts.sliced:  # one slice computes the blocks of one chunk (on the dyadic grid) and their overlap
+            step = 1 << n
+            core = min(max(step, sizes[0] // step * step), _MAX_CORE[len(sp_axes)], int(image.shape[a]))
+            sliced[a] = core
+            continue
         if any(c != core for c in sizes[:-1]) or sizes[-1] > core:
             chunks[a] = core
     arr = image.rechunk(chunks) if chunks else image
@@ -1250,7 +1279,34 @@ def _denoise_dask(image, opts: _Options, *, noise: str, wiener: bool | None, pro
         with block_steps.block() as report:
             return _denoise_array(b, opts, noise=noise, wiener=wiener, progress=report, block=True, **work)
 
-    return arr.map_overlap(block, depth=depth, boundary="none", dtype=dtype, meta=np.empty((0,) * ndim, dtype))
+    def overlapping(x):
+        return x.map_overlap(block, depth=depth, boundary="none", dtype=dtype, meta=np.empty((0,) * ndim, dtype))
+
+    if not sliced:
+        return overlapping(arr)
+    # Dask's overlap cannot be deeper than a block's core: along the sliced axes, each core is cut out with its
+    # overlap, as one chunk, and its blocks overlap along the other axes only
+    deep = {a: depth[a] for a in sliced}
+    depth.update({a: 0 for a in sliced})
+
+    def piece(region: dict[int, tuple[int, int]]):
+        box = tuple(slice(max(0, region[a][0] - deep[a]), min(arr.shape[a], region[a][1] + deep[a]))
+                    if a in region else slice(None) for a in range(ndim))
+        out = overlapping(arr[box].rechunk({a: -1 for a in region}))
+        return out[tuple(slice(region[a][0] - box[a].start, region[a][1] - box[a].start) if a in region
+                         else slice(None) for a in range(ndim))]
+
+    def along(axes: list[int], region: dict[int, tuple[int, int]]):
+        if not axes:
+            return piece(region)
+        a, rest = axes[0], axes[1:]
+        starts = range(0, int(arr.shape[a]), sliced[a])
+        parts = [along(rest, {**region, a: (s0, min(s0 + sliced[a], int(arr.shape[a])))}) for s0 in starts]
+        return parts[0] if len(parts) == 1 else da.concatenate(parts, axis=a)
+
+    import dask.array as da
+
+    return along(sorted(sliced), {})
 
 
 # Volumes of more voxels than this (per channel) are denoised in memory as Dask arrays are, in overlapping blocks:

@@ -325,3 +325,50 @@ def test_a_lazy_volume_is_denoised_in_bounded_blocks_whatever_its_chunks(chunks)
         if size & (size - 1) == 0:  # a power of two: the blocks nest in the chunks or the chunks in the blocks
             a, b = set(np.cumsum(mine)), set(np.cumsum(theirs))
             assert a <= b or b <= a
+
+
+def test_a_sliced_axis_keeps_blocks_to_the_input_chunks_so_showing_a_slice_computes_a_chunks_depth():
+    """napari shows a lazy volume one z slice at a time, and computes every block the slice crosses (issue 27,
+    item 12). By default a block's core spans 4 overlaps up to 128 voxels a side: on 64 planes chunked by 16, a
+    block holds all 64, so one slice computes the whole volume. With ``sliced_axes`` the cores along those axes
+    keep to the input's chunks (at least 2**level): one slice computes a chunk's depth and its overlap."""
+    da = pytest.importorskip("dask.array")
+    x = da.zeros((64, 512, 512), chunks=(16, 128, 128), dtype=np.float32)  # lazy: nothing is allocated
+    assert max(denoise_wavelet_tree(x, axes=(0, 1, 2), sigma=0.1).chunks[0]) == 64  # the default: whole depth
+    out = denoise_wavelet_tree(x, axes=(0, 1, 2), sigma=0.1, sliced_axes=(0,))
+    assert out.shape == x.shape and max(out.chunks[0]) <= 16 and out.chunks[1:] == ((128,) * 4,) * 2
+    for chunks in [(1, 512, 512), (7, 128, 128), (256, 64, 64)]:  # planes of a microscope's store, odd, deep
+        y = da.zeros((256, 512, 512), chunks=chunks, dtype=np.float32)
+        z = denoise_wavelet_tree(y, axes=(0, 1, 2), sigma=0.1, sliced_axes=(0,))
+        assert max(z.chunks[0]) <= max(chunks[0], 8) and max(z.chunks[0]) <= 128  # 2**3 levels, the largest core
+
+    # one slice reads (and denoises) one chunk's depth and its overlap, and agrees with the default layout
+    rng = np.random.default_rng(2)
+    grid = np.indices((128, 64, 64)).sum(axis=0)
+    noisy = (0.5 + 0.3 * np.sin(grid / 6.0) + 0.1 * rng.standard_normal(grid.shape)).astype(np.float32)
+
+    class Planes:  # a store that records the planes read
+        shape, dtype, ndim = noisy.shape, noisy.dtype, noisy.ndim
+
+        def __init__(self):
+            self.read = set()
+
+        def __getitem__(self, key):
+            self.read.update(range(*key[0].indices(noisy.shape[0])))
+            return noisy[key]
+
+    kw = {"axes": (0, 1, 2), "sigma": 0.1, "lam": 0.12}
+    planes = {}
+    for sliced_axes in [(), (0,)]:
+        store = Planes()
+        lazy = denoise_wavelet_tree(da.from_array(store, chunks=(8, 64, 64)), sliced_axes=sliced_axes, **kw)
+        planes[sliced_axes] = lazy[64].compute()
+        assert len(store.read) == (128 if not sliced_axes else 8 + 2 * 32)  # the whole, or a chunk and its overlap
+    whole = denoise_wavelet_tree(noisy, **kw)[64]
+    for plane in planes.values():
+        assert np.abs(plane - whole).max() < 2e-3 * np.abs(whole).max()
+
+
+def test_sliced_axes_must_be_transformed_axes():
+    with pytest.raises(ValueError, match="sliced_axes"):
+        denoise_wavelet_tree(np.zeros((8, 16, 16)), axes=(1, 2), sliced_axes=(0,), sigma=0.1)
