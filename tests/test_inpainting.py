@@ -3,6 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from skimage import data
+from skimage.util import img_as_float
 
 from restore import Cancelled, TreeDictionaryLearning, default_dictionary, inpaint, learn_dictionary
 
@@ -310,3 +311,58 @@ def test_errors(photo, strokes):
             inpaint(photo, strokes, channel_axis=-1, lam=lam)
     with pytest.raises(ValueError, match="n_passes"):
         inpaint(photo, strokes, channel_axis=-1, n_passes=0)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.int16])
+def test_integer_input_gives_floats_in_its_range_even_where_the_fill_overshoots(dtype):
+    # bars at full contrast next to the holes: the patches' reconstructions ring past black and white
+    info = np.iinfo(dtype)
+    img = np.full((96, 96), info.min, dtype)
+    img[:, 48:] = info.max
+    img[::8, :] = info.max
+    img[:, ::8] = info.min
+    mask = np.zeros(img.shape, bool)
+    mask[20:30, 10:90] = True
+    mask[60:62, :] = True
+    out = inpaint(img, mask)
+    low = -1.0 if info.min < 0 else 0.0
+    assert out.dtype == np.float64 and low <= out.min() and out.max() <= 1.0
+    np.testing.assert_array_equal(out[~mask], img_as_float(img)[~mask])
+
+
+def test_mask_coverage_tells_an_inverted_mask_from_random_loss():
+    from restore.inpainting import mask_coverage
+
+    text = np.zeros((256, 256), bool)
+    for r in range(20, 240, 40):
+        text[r:r + 6, 16:240] = True
+    rng = np.random.default_rng(0)
+    assert not mask_coverage(text).suspect
+    assert not mask_coverage(rng.random((256, 256)) < 0.9).suspect  # random loss: every pixel near a known one
+    inverted = mask_coverage(~text)
+    assert inverted.suspect and inverted.missing > 0.8 and inverted.far > 0.25
+    assert "86%" in inverted.describe() or f"{inverted.missing:.0%}" in inverted.describe()
+    assert mask_coverage(np.zeros((64, 64), bool)).missing == 0.0
+
+
+def test_a_mask_that_cannot_be_meant_is_warned_of(photo):
+    keep = np.zeros((128, 128), bool)
+    keep[::32, :] = True
+    with pytest.warns(UserWarning, match=r"marks \d+% of the image as missing.*inverted"):
+        inpaint(photo, ~keep, channel_axis=-1, n_passes=1)
+
+
+@pytest.mark.parametrize("kind", ["npy", "text", "other npz"])
+def test_a_file_that_is_no_dictionary_is_refused_with_one_clear_line(photo, strokes, tmp_path, kind):
+    if kind == "npy":
+        path = tmp_path / "d.npy"
+        np.save(path, np.zeros((4, 64)))
+    elif kind == "text":
+        path = tmp_path / "d.npz"
+        path.write_text("not a dictionary")
+    else:
+        path = tmp_path / "d.npz"
+        np.savez(path, weights=np.zeros(3))
+    with pytest.raises(ValueError, match=r"dictionary .*d\.np[yz].* (is not|was not written)") as info:
+        inpaint(photo, strokes, channel_axis=-1, dictionary=path)
+    assert "context manager" not in str(info.value) and "\n" not in str(info.value)

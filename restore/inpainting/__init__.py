@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,9 +24,10 @@ from ..learning import TreeDictionaryLearning
 from .dictionary import _LEARN_BATCH, PATCH_SIZE, default_dictionary, learn_dictionary, resolve_dictionary, should_adapt
 from .diffusion import edge_weights, fed_cycle, sharpen
 from .interpolation import bands, biharmonic_fill
+from .masks import MaskCoverage, mask_coverage
 from .patches import Coder, luminance, pass_grids, refine_luminance
 
-__all__ = ["PASS_STRIDE", "default_dictionary", "inpaint", "learn_dictionary"]
+__all__ = ["PASS_STRIDE", "MaskCoverage", "default_dictionary", "inpaint", "learn_dictionary", "mask_coverage"]
 
 log = logging.getLogger("restore.inpainting")
 
@@ -77,12 +79,15 @@ def inpaint(
     image : ndarray, shape (M, N) or (M, N, C) with ``channel_axis``
         The image; float32 stays float32, float16 is computed in float32
         and returned as float16, integers are converted to float in [0, 1]
-        (float64). Missing pixels may hold anything, NaN included. The
+        (float64; [-1, 1] for signed integers) and the result stays in that
+        range. Floats are not clipped. Missing pixels may hold anything, NaN included. The
         result does not depend on the image's units: ``inpaint(c * x)`` is
         ``c * inpaint(x)``.
     mask : array_like of bool, shape (M, N)
         True where pixels are missing (as in
-        :func:`skimage.restoration.inpaint_biharmonic`).
+        :func:`skimage.restoration.inpaint_biharmonic`). A mask that marks
+        most of the image and leaves much of it far from any known pixel
+        (an inverted mask) is warned of (:func:`mask_coverage`).
     dictionary : TreeDictionaryLearning or path, optional
         A fitted dictionary of centred, unit-norm luminance patches of
         ``patch_size**2`` features (see :func:`learn_dictionary`), or a
@@ -132,7 +137,14 @@ def inpaint(
     ValueError
         Mask of the wrong shape, mask with every pixel missing, NaN or inf
         in the image, patch larger than the image, dictionary of the wrong
-        patch size, invalid ``stride``, ``n_passes`` or ``lam``.
+        patch size, a file that is no saved dictionary, invalid ``stride``,
+        ``n_passes`` or ``lam``.
+
+    Warns
+    -----
+    UserWarning
+        A mask that cannot be meant: most of the image missing and much of
+        it out of the patches' reach (see :class:`MaskCoverage`).
     """
     job = _Job.check(image, mask, dictionary=dictionary, patch_size=patch_size, stride=stride, n_passes=n_passes,
                      lam=lam, channel_axis=channel_axis, n_train=n_train, batch_size=batch_size, max_iter=max_iter,
@@ -219,6 +231,10 @@ class _Job:
         est = resolve_dictionary(dictionary, patch_size)
         if M.all():
             raise ValueError("mask marks every pixel as missing: nothing to inpaint from")
+        coverage = mask_coverage(M, patch_size)
+        if coverage.suspect:
+            warnings.warn(f"the mask {coverage.describe()}: those pixels are filled smoothly from far away. Is it "
+                          "inverted? True (non-zero in a file) marks the pixels to fill.", UserWarning, stacklevel=3)
         if not np.isfinite(img[~M]).all():
             raise ValueError("image contains NaN or infinite values at known pixels")
         # work in units where the known pixels reach magnitude 1 to 2: a power of two, so that the result does
@@ -238,6 +254,8 @@ class _Job:
             else:
                 np.moveaxis(out, axis, -1)[M] = values * self.unit
         out = restore_dtype(out, self.input.dtype)
+        if self.input.dtype.kind in "ui":  # floats in the range img_as_float gives: a fill may ring past it
+            np.clip(out, -1.0 if self.input.dtype.kind == "i" else 0.0, 1.0, out=out)
         if self.input.dtype.kind == "f":  # known pixels bit for bit: from the input itself
             known = ~M if axis is None else np.expand_dims(~M, axis)
             np.copyto(out, self.input, where=np.broadcast_to(known, self.input.shape))

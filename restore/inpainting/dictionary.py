@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import zipfile
 from importlib import resources
 from pathlib import Path
 
@@ -146,9 +147,17 @@ def resolve_dictionary(dictionary: TreeDictionaryLearning | str | os.PathLike | 
     if dictionary is None:
         return default_dictionary() if patch_size == PATCH_SIZE else None
     if isinstance(dictionary, (str, os.PathLike)):
-        if not Path(dictionary).is_file():
+        path = Path(dictionary)
+        if not path.is_file():
             raise ValueError(f"dictionary file {str(dictionary)!r} does not exist")
-        dictionary = TreeDictionaryLearning.load(dictionary)
+        if not zipfile.is_zipfile(path):  # np.load would read a .npy or a pickle and fail far from the cause
+            raise ValueError(f"dictionary {str(dictionary)!r} is not a dictionary file: give the .npz written by "
+                             "`restore learn` or TreeDictionaryLearning.save")
+        try:
+            dictionary = TreeDictionaryLearning.load(path)
+        except ValueError:
+            raise ValueError(f"dictionary {str(dictionary)!r} was not written by `restore learn` or "
+                             "TreeDictionaryLearning.save: give such a file") from None
     if not isinstance(dictionary, TreeDictionaryLearning) or not hasattr(dictionary, "components_"):
         raise ValueError("dictionary must be a fitted TreeDictionaryLearning or the path of a saved one")
     if dictionary.components_.shape[1] != m:
