@@ -57,6 +57,7 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
     if not path.is_file():
         raise ValueError(f"input image {str(path)!r} does not exist")
     data = path.read_bytes()  # readers get bytes: no file handle left open on failure
+    axes = ""
     try:
         if _png_bit_depth(data) == 16:
             import png
@@ -70,6 +71,7 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
 
             with tifffile.TiffFile(io.BytesIO(data)) as tif:
                 series = tif.series[0]
+                axes = f" (axes {series.axes})"
                 img = series.asarray()
                 samples = series.axes.find("S")
                 if 0 <= samples < len(series.axes) - 1:  # planar RGB (SYX): the colours go last, as elsewhere
@@ -84,8 +86,13 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
     img = np.asarray(img)
     if img.ndim == 3 and img.shape[-1] == 1:
         img = img[..., 0]
-    if img.ndim not in (2, 3) or img.size == 0:
-        raise ValueError(f"{str(path)!r} is not a 2-D image: its data has shape {img.shape}")
+    if img.size == 0:
+        raise ValueError(f"{str(path)!r} holds no pixels: its data has shape {img.shape}")
+    if img.ndim not in (2, 3):
+        raise ValueError(f"{str(path)!r} holds data of shape {img.shape}{axes}: restore reads a plane (grey or "
+                         "colour) or a stack of grey planes (a volume with --volume); save one volume (one channel "
+                         "or time point) as a TIFF of its own, or convert the file to a zarr store, whose leading "
+                         "axes are denoised volume by volume")
     return img
 
 

@@ -25,9 +25,17 @@ __all__ = ["main"]
 # (a second or more on a cold start) is then one line too.
 
 
-def _default(func: Callable, name: str) -> Any:
-    """The default of a library parameter: the signature that owns it."""
-    return inspect.signature(func).parameters[name].default
+from ._signatures import NotStatic, constant
+from ._signatures import default as _default
+
+# the modules whose signatures own the defaults the options show (read from their source: see _signatures)
+_DENOISE = ("restore.denoise", "denoise_wavelet_tree")
+_INPAINT = ("restore.inpainting", "inpaint")
+_LEARN = ("restore.inpainting", "learn_dictionary")
+_EVAL_DENOISE = ("restore.evaluate.denoising", "evaluate_denoising")
+_EVAL_VOLUME = ("restore.evaluate.volume", "evaluate_volumes")
+_EVAL_INPAINT = ("restore.evaluate.inpainting", "evaluate_inpainting")
+_EVAL_PATCHES = ("restore.evaluate.patches", "evaluate_patches")
 
 
 # ---------------------------------------------------------------------------
@@ -147,14 +155,24 @@ def _progress_bar(quiet: bool, desc: str) -> tuple[Any, Callable[[int, int], Non
         return None, None
     from tqdm.auto import tqdm
 
-    bar = tqdm(desc=desc, unit="step")
+    class Bar:
+        """A tqdm bar shown at the first report: the library checks everything before it reports."""
 
-    def progress(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
-        bar.refresh()
+        bar = None
 
-    return bar, progress
+        def __call__(self, done: int, total: int) -> None:
+            if self.bar is None:
+                self.bar = tqdm(desc=desc, unit="step", total=total)
+            self.bar.total = total
+            self.bar.n = done
+            self.bar.refresh()
+
+        def close(self) -> None:
+            if self.bar is not None:
+                self.bar.close()
+
+    bar = Bar()
+    return bar, bar
 
 
 # ---------------------------------------------------------------------------
@@ -343,8 +361,11 @@ def _denoise_lazy(args: argparse.Namespace, src: Any, dst_path: Path) -> int:
 def cmd_inpaint(args: argparse.Namespace) -> int:
     import numpy as np
 
+    import warnings
+
     from . import inpaint
     from ._files import check_output, read_image, read_mask, write_image
+    from .inpainting import mask_coverage
 
     src, msk = Path(args.image), Path(args.mask)
     raw = read_image(src)
@@ -352,12 +373,21 @@ def cmd_inpaint(args: argparse.Namespace) -> int:
     mask, warning = read_mask(msk, img.shape[:2])
     if warning:
         print(warning, file=sys.stderr)
+    if not mask.any():
+        raise ValueError(f"mask {str(msk)!r} marks no pixel as missing (it is all zero): nothing to inpaint; "
+                         "non-zero (or opaque) pixels are the ones filled")
     dst = check_output(args.output, [src, msk], args.force, dtype=_file_dtype(raw), channels=_channels(raw))
+    coverage = mask_coverage(mask, args.patch_size)
+    if coverage.suspect:
+        print(f"warning: mask {str(msk)!r} {coverage.describe()}: those pixels are filled smoothly from far away; "
+              "is it inverted? Non-zero pixels are the ones filled", file=sys.stderr)
     lam = None if args.lam is None else args.lam[0] if len(args.lam) == 1 else tuple(args.lam)
     bar, progress = _progress_bar(args.quiet, "inpaint")
     try:
-        out = inpaint(img, mask, dictionary=args.dictionary, patch_size=args.patch_size, stride=args.stride,
-                      n_passes=args.passes, lam=lam, channel_axis=channel_axis, progress=progress)
+        with warnings.catch_warnings():  # said above, in the mask file's words
+            warnings.filterwarnings("ignore", message="the mask marks", category=UserWarning)
+            out = inpaint(img, mask, dictionary=args.dictionary, patch_size=args.patch_size, stride=args.stride,
+                          n_passes=args.passes, lam=lam, channel_axis=channel_axis, progress=progress)
     finally:
         if bar is not None:
             bar.close()
@@ -449,17 +479,13 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``restore`` command."""
     parser = argparse.ArgumentParser(prog="restore", description="Image restoration with tree-structured sparsity.")
     sub = parser.add_subparsers(dest="command", required=True)
-    # the defining modules: their signatures own the defaults
-    from ._stores import STREAM_VOXELS
+    # choices and defaults from the library's source, not its modules: --help imports no numba, SciPy or sklearn
+    STREAM_VOXELS = constant("restore._stores", "STREAM_VOXELS")
+    NOISE_MODELS = constant("restore.denoise", "NOISE_MODELS")
+    VOLUME_METHODS = constant("restore.evaluate.volume", "VOLUME_METHODS")
+    PENALTIES = constant("restore.proximal", "PENALTIES")
+    TREE_PENALTIES = constant("restore.proximal", "TREE_PENALTIES")
     from ._validation import check_number
-    from .denoise import NOISE_MODELS
-    from .denoise import denoise_wavelet_tree as den
-    from .evaluate import VOLUME_METHODS, evaluate_inpainting, evaluate_patches
-    from .evaluate import evaluate_denoising as evd
-    from .evaluate import evaluate_volumes as evv
-    from .inpainting import inpaint as inp
-    from .inpainting import learn_dictionary
-    from .proximal import PENALTIES, TREE_PENALTIES
 
     d = sub.add_parser("denoise", help="denoise an image, a stack or a volume",
                        description="Denoise an image (grey or RGB; 8- or 16-bit PNG, TIFF, JPEG, float TIFF), a "
@@ -474,7 +500,7 @@ def build_parser() -> argparse.ArgumentParser:
                                   "across (OME scales and units, TIFF resolution and ImageJ spacing)")
     d.add_argument("--volume", action="store_true",
                    help="the last three spatial axes are one volume, denoised in 3-D (default: plane by plane)")
-    d.add_argument("--noise", choices=NOISE_MODELS, default=_default(den, "noise"),
+    d.add_argument("--noise", choices=NOISE_MODELS, default=_default(*_DENOISE, "noise"),
                    help="noise model (default: %(default)s); poisson-gaussian is photon noise plus read noise")
     d.add_argument("--gain", type=_arg_type("gain", check_number, float, min=0.0, strict=True), default=None,
                    help="poisson-gaussian: pixel units per photon; estimated if omitted")
@@ -484,12 +510,20 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--lam", type=_lam_arg, default=None,
                    help="'sure', 'rule' or a number in pixel units (poisson-gaussian: in the units of the "
                         "stabilised image; default: sure for convex penalties)")
-    d.add_argument("--penalty", choices=PENALTIES, default=_default(den, "penalty"))
-    d.add_argument("--wavelet", default=_default(den, "wavelet"))
-    d.add_argument("--level", type=_count("level"), default=None)
-    d.add_argument("--cycle-spins", type=_count("cycle_spins", 0), default=_default(den, "cycle_spins"))
-    d.add_argument("--penalize-approx", action="store_true")
-    d.add_argument("--wiener", action=argparse.BooleanOptionalAction, default=_default(den, "wiener"),
+    d.add_argument("--penalty", choices=PENALTIES, default=_default(*_DENOISE, "penalty"),
+                   help="penalty on the wavelet tree: tree_l2 and tree_linf are the convex tree norms, tree_l0 "
+                        "Donoho's dynamic programme, l1 and l0 soft and hard thresholding (default: %(default)s)")
+    d.add_argument("--wavelet", default=_default(*_DENOISE, "wavelet"),
+                   help="orthogonal PyWavelets wavelet: haar, db2, db3, sym4... (default: %(default)s)")
+    d.add_argument("--level", type=_count("level"), default=None,
+                   help="decomposition levels (default: down to an approximation of about 16 x 16 pixels on "
+                        "planes; with --volume, as many as leave 4 samples on the thinnest axis, at most 3)")
+    d.add_argument("--cycle-spins", type=_count("cycle_spins", 0), default=_default(*_DENOISE, "cycle_spins"),
+                   help="average over this many shifts of the image: better, and that many times slower "
+                        "(default: %(default)s, no shift)")
+    d.add_argument("--penalize-approx", action="store_true",
+                   help="penalise the approximation band too (default: it is kept as it is)")
+    d.add_argument("--wiener", action=argparse.BooleanOptionalAction, default=_default(*_DENOISE, "wiener"),
                    help="refine by empirical Wiener filtering (default: on for --volume, off for planes)")
     d.add_argument("--scheduler", default=None, help="zarr: dask.distributed scheduler address, e.g. "
                                                       "tcp://host:8786 (the stores must be visible to its workers)")
@@ -507,13 +541,15 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("output", help="output image file (never an input)")
     i.add_argument("--dictionary", default=None, help="dictionary .npz from `restore learn` (default: learned "
                                                       "from the image, warm started from the shipped one)")
-    i.add_argument("--patch-size", type=_count("patch_size", 2), default=_default(inp, "patch_size"))
-    i.add_argument("--stride", type=_count("stride"), default=_default(inp, "stride"),
-                   help="step of each pass's patch grid")
-    i.add_argument("--passes", type=_count("n_passes"), default=_default(inp, "n_passes"),
-                   help="passes of patch coding; time grows as passes / stride^2")
+    i.add_argument("--patch-size", type=_count("patch_size", 2), default=_default(*_INPAINT, "patch_size"),
+                   help="side of the square patches, in pixels (default: %(default)s, as the shipped dictionary)")
+    i.add_argument("--stride", type=_count("stride"), default=_default(*_INPAINT, "stride"),
+                   help="step of each pass's patch grid, in pixels (default: %(default)s)")
+    i.add_argument("--passes", type=_count("n_passes"), default=_default(*_INPAINT, "n_passes"),
+                   help="passes of patch coding; time grows as passes / stride^2 (default: %(default)s)")
     i.add_argument("--lam", type=_number("lam"), nargs="+", default=None, metavar="LAM",
-                   help="lam of every pass, or of the first and the last")
+                   help="lam of every pass, or of the first and the last (default: "
+                        f"{_show(constant(*_INPAINT[:1], '_DEFAULT_LAM'))})")
     i.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     i.add_argument("--quiet", action="store_true", help="no progress bar")
     i.set_defaults(func=cmd_inpaint)
@@ -524,20 +560,26 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("images", nargs="+", help="training images (all grey or all colour)")
     learn.add_argument("--out", dest="output", required=True, help="dictionary file to write (.npz)")
     learn.add_argument("--masks", nargs="+", default=None, help="per image, pixels to exclude (non-zero)")
-    learn.add_argument("--branching", type=_count("branching"), nargs="+", default=list(_default(learn_dictionary,
-                       "branching")), help="tree of atoms (default: %(default)s, as the shipped dictionary)")
-    learn.add_argument("--penalty", choices=TREE_PENALTIES, default=_default(learn_dictionary, "penalty"))
+    learn.add_argument("--branching", type=_count("branching"), nargs="+", default=list(_default(*_LEARN, "branching")), help="tree of atoms (default: %(default)s, as the shipped dictionary)")
+    learn.add_argument("--penalty", choices=TREE_PENALTIES, default=_default(*_LEARN, "penalty"),
+                       help="penalty on the tree of atoms (default: %(default)s)")
     learn.add_argument("--flat", type=_count("n_atoms"), default=None, metavar="N_ATOMS",
                        help="learn a flat (l1) dictionary of N_ATOMS atoms instead of a tree")
-    learn.add_argument("--patch-size", type=_count("patch_size", 2), default=_default(learn_dictionary, "patch_size"))
-    learn.add_argument("--lam", type=_number("lam"), default=_default(learn_dictionary, "lam"))
-    learn.add_argument("--n-patches", type=_count("n_patches"), default=_default(learn_dictionary, "n_patches"))
-    learn.add_argument("--epochs", type=_count("n_epochs"), default=_default(learn_dictionary, "n_epochs"))
-    learn.add_argument("--seed", type=_count("seed", 0), default=0)
+    learn.add_argument("--patch-size", type=_count("patch_size", 2), default=_default(*_LEARN, "patch_size"),
+                       help="side of the square patches, in pixels (default: %(default)s)")
+    learn.add_argument("--lam", type=_number("lam"), default=_default(*_LEARN, "lam"),
+                       help="regularisation of the codes of the centred, unit-norm patches (default: %(default)s)")
+    learn.add_argument("--n-patches", type=_count("n_patches"), default=_default(*_LEARN, "n_patches"),
+                       help="training patches drawn from the images (default: %(default)s)")
+    learn.add_argument("--epochs", type=_count("n_epochs"), default=_default(*_LEARN, "n_epochs"),
+                       help="passes over the training patches (default: %(default)s)")
+    learn.add_argument("--seed", type=_count("seed", 0), default=0, help="seed of the patch sample (default: 0)")
     learn.add_argument("--force", action="store_true", help="replace the output file if it exists")
+    learn.add_argument("--quiet", action="store_true", help="no progress bar")
     learn.set_defaults(func=cmd_learn)
 
-    e = sub.add_parser("evaluate", help="batch evaluations: denoising (Table 1), patches (Table 2), inpainting",
+    e = sub.add_parser("evaluate", help="batch evaluations: denoising (Table 1), patches (Table 2), inpainting, "
+                                        "volumes",
                        description="--task denoise (default): PSNR of every penalty on a folder of images with "
                                    "synthetic noise (results.csv, table.md, psnr.png in OUT). --task patches: "
                                    "patch reconstruction with missing pixels, tree vs flat dictionary. --task "
@@ -552,40 +594,40 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder of images, or of volumes for --task volume (default: sample_images)")
     e.add_argument("--out", default=None, help="output folder (default: results/<task>, e.g. results/denoise)")
     e.add_argument("--sigmas", type=_number("sigma"), nargs="+", default=None,
-                   help=f"Gaussian noise levels (default: {_show(_default(evd, 'sigmas'))} on [0, 255] images; "
-                        f"volume: {_show(_default(evv, 'sigmas'))} on [0, 1] volumes)")
-    e.add_argument("--wavelets", nargs="+", default=list(_default(evd, "wavelets")))
-    e.add_argument("--penalties", nargs="+", choices=PENALTIES, default=list(_default(evd, "penalties")))
-    e.add_argument("--lam", nargs="+", choices=["oracle", "auto"], default=list(_default(evd, "lam_modes")))
+                   help=f"Gaussian noise levels (default: {_show(_default(*_EVAL_DENOISE, 'sigmas'))} on [0, 255] images; "
+                        f"volume: {_show(_default(*_EVAL_VOLUME, 'sigmas'))} on [0, 1] volumes)")
+    e.add_argument("--wavelets", nargs="+", default=list(_default(*_EVAL_DENOISE, "wavelets")))
+    e.add_argument("--penalties", nargs="+", choices=PENALTIES, default=list(_default(*_EVAL_DENOISE, "penalties")))
+    e.add_argument("--lam", nargs="+", choices=["oracle", "auto"], default=list(_default(*_EVAL_DENOISE, "lam_modes")))
     e.add_argument("--draws", type=_count("n_draws"), default=None,
-                   help=f"noise draws (default: {_default(evd, 'n_draws')}; volume: {_default(evv, 'n_draws')})")
-    e.add_argument("--seed", type=_count("seed", 0), default=_default(evd, "seed"))
+                   help=f"noise draws (default: {_default(*_EVAL_DENOISE, 'n_draws')}; volume: {_default(*_EVAL_VOLUME, 'n_draws')})")
+    e.add_argument("--seed", type=_count("seed", 0), default=_default(*_EVAL_DENOISE, "seed"))
     e.add_argument("--no-bayes", action="store_true", help="skip scikit-image's BayesShrink reference column")
     e.add_argument("--jobs", type=_count("n_jobs"), default=None, help="local worker processes (default: all CPUs)")
     e.add_argument("--scheduler", default=None, help="dask.distributed scheduler address, e.g. tcp://host:8786")
     e.add_argument("--force", action="store_true", help="replace the results of a previous run in OUT")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.add_argument("--masks", default=None, help="inpaint: folder of masks <image>_<kind>.png")
-    e.add_argument("--mask-kinds", nargs="+", default=list(_default(evaluate_inpainting, "mask_kinds")))
-    e.add_argument("--stride", type=_count("stride"), default=_default(evaluate_inpainting, "stride"),
+    e.add_argument("--mask-kinds", nargs="+", default=list(_default(*_EVAL_INPAINT, "mask_kinds")))
+    e.add_argument("--stride", type=_count("stride"), default=_default(*_EVAL_INPAINT, "stride"),
                    help="inpaint: step of each pass's patch grid")
     e.add_argument("--train", nargs="+", default=None, help="patches: training images (default: every other)")
     e.add_argument("--test", nargs="+", default=None, help="patches: test images (default: the others)")
     e.add_argument("--branching", type=_count("branching"), nargs="+",
-                   default=list(_default(evaluate_patches, "branching")))
-    e.add_argument("--n-train", type=_count("n_train"), default=_default(evaluate_patches, "n_train"))
-    e.add_argument("--n-test", type=_count("n_test"), default=_default(evaluate_patches, "n_test"))
-    e.add_argument("--noise", nargs="+", choices=NOISE_MODELS, default=list(_default(evv, "noises")),
-                   help=f"volume: noise models (default: {' '.join(_default(evv, 'noises'))})")
+                   default=list(_default(*_EVAL_PATCHES, "branching")))
+    e.add_argument("--n-train", type=_count("n_train"), default=_default(*_EVAL_PATCHES, "n_train"))
+    e.add_argument("--n-test", type=_count("n_test"), default=_default(*_EVAL_PATCHES, "n_test"))
+    e.add_argument("--noise", nargs="+", choices=NOISE_MODELS, default=list(_default(*_EVAL_VOLUME, "noises")),
+                   help=f"volume: noise models (default: {' '.join(_default(*_EVAL_VOLUME, 'noises'))})")
     e.add_argument("--peaks", type=_arg_type("peaks", check_number, float, min=0.0, strict=True), nargs="+",
-                   default=list(_default(evv, "peaks")),
-                   help=f"volume, poisson-gaussian: photons at intensity 1 (default: {_show(_default(evv, 'peaks'))})")
-    e.add_argument("--read-noise", type=_number("read_noise"), nargs="+", default=list(_default(evv, "read_noises")),
+                   default=list(_default(*_EVAL_VOLUME, "peaks")),
+                   help=f"volume, poisson-gaussian: photons at intensity 1 (default: {_show(_default(*_EVAL_VOLUME, 'peaks'))})")
+    e.add_argument("--read-noise", type=_number("read_noise"), nargs="+", default=list(_default(*_EVAL_VOLUME, "read_noises")),
                    help="volume, poisson-gaussian: read noise standard deviations on [0, 1] (default: "
-                        f"{_show(_default(evv, 'read_noises'))})")
-    e.add_argument("--methods", nargs="+", choices=VOLUME_METHODS, default=list(_default(evv, "methods")),
+                        f"{_show(_default(*_EVAL_VOLUME, 'read_noises'))})")
+    e.add_argument("--methods", nargs="+", choices=VOLUME_METHODS, default=list(_default(*_EVAL_VOLUME, "methods")),
                    help="volume: methods (default: all; bm4d only when the bm4d package is installed)")
-    e.add_argument("--cycle-spins", type=_count("cycle_spins", 0), default=_default(evv, "cycle_spins"),
+    e.add_argument("--cycle-spins", type=_count("cycle_spins", 0), default=_default(*_EVAL_VOLUME, "cycle_spins"),
                    help="volume: shifts of the restore methods (default: %(default)s)")
     e.set_defaults(func=cmd_evaluate)
     return parser

@@ -13,6 +13,7 @@ RANK = {
     "_config": 0,
     "_io": 0,
     "_progress": 0,
+    "_signatures": 0,
     "_validation": 0,
     "noise": 0,
     "_core": 1,
