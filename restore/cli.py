@@ -421,10 +421,15 @@ def cmd_learn(args: argparse.Namespace) -> int:
                 print(warning, file=sys.stderr)
             masks.append(mask)
     penalty = "l1" if args.flat else args.penalty
-    est = learn_dictionary(images, masks=masks or None, patch_size=args.patch_size,
-                           branching=tuple(args.branching), penalty=penalty, n_atoms=args.flat,
-                           lam=args.lam, n_patches=args.n_patches, n_epochs=args.epochs,
-                           channel_axis=-1, rng=args.seed)
+    bar, progress = _progress_bar(args.quiet, "learn")
+    try:
+        est = learn_dictionary(images, masks=masks or None, patch_size=args.patch_size,
+                               branching=tuple(args.branching), penalty=penalty, n_atoms=args.flat,
+                               lam=args.lam, n_patches=args.n_patches, n_epochs=args.epochs,
+                               channel_axis=-1, rng=args.seed, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
     est.save(out)
     print(f"wrote {out}: {est.components_.shape[0]} atoms of {est.components_.shape[1]} features")
     return 0

@@ -136,3 +136,11 @@ def test_the_cli_reads_its_defaults_from_the_library_signatures():
             except cli.NotStatic:  # noqa: SLF001
                 continue  # not a literal: the CLI never shows it
             assert static == p.default, (func.__name__, name)
+
+
+def test_learn_shows_progress_unless_quiet(photo, tmp_path, capsys):
+    argv = ["learn", str(photo), "--branching", "4", "2", "--n-patches", "1500"]
+    assert main([*argv, "--out", str(tmp_path / "a.npz")]) == 0
+    assert "learn:" in capsys.readouterr().err
+    assert main([*argv, "--out", str(tmp_path / "b.npz"), "--quiet"]) == 0
+    assert "learn:" not in capsys.readouterr().err
