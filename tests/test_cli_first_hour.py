@@ -144,3 +144,18 @@ def test_learn_shows_progress_unless_quiet(photo, tmp_path, capsys):
     assert "learn:" in capsys.readouterr().err
     assert main([*argv, "--out", str(tmp_path / "b.npz"), "--quiet"]) == 0
     assert "learn:" not in capsys.readouterr().err
+
+
+def test_the_zarr_progress_bar_counts_whole_chunks_and_its_percentage_agrees(tmp_path, capsys):
+    import re
+
+    zarr = pytest.importorskip("zarr")
+    rng = np.random.default_rng(0)
+    src = tmp_path / "in.zarr"
+    z = zarr.open(str(src), mode="w", shape=(8, 96, 96), chunks=(1, 96, 96), dtype="float32")
+    z[:] = rng.random((8, 96, 96), dtype=np.float32)
+    assert main(["denoise", str(src), str(tmp_path / "out.zarr"), "--sigma", "0.1", "--cycle-spins", "2"]) == 0
+    shown = re.findall(r"(\d+)%\|[^|]*\|\s*([\d.]+)/(\d+) chunks", capsys.readouterr().err)
+    assert shown and shown[-1][1:] == ("8", "8")
+    for pct, done, total in shown:
+        assert done.isdigit() and int(pct) == 100 * int(done) // int(total), (pct, done, total)
