@@ -181,8 +181,8 @@ class InpaintWidget(RestoreWidget):
         record = {"mask": mask.name, "params": {**asdict(params), "dictionary": label}}
         self._added: list[str] = []
         text = f"Inpainting {len(items)} images\u2026" if len(items) > 1 else f"Inpainting {layers[0].name!r}\u2026"
-        return Task(inpaint_task, (items, dictionary, params), text=text,
-                    on_output=lambda result: self._on_result(result, record),
+        return Task(inpaint_task, (items, dictionary, params), text=text, inputs=tuple(layers),
+                    layers=self._viewer.layers, on_output=lambda result: self._on_result(result, record),
                     done_text=lambda: f"Done: {', '.join(repr(n) for n in self._added)}.")
 
     def _on_result(self, result: Inpainted, record: dict[str, Any]) -> None:

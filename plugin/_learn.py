@@ -223,7 +223,8 @@ class LearnWidget(RestoreWidget):
         record = {"source": ", ".join(layer.name for layer in layers), "params": dict(kwargs),
                   "planes": sum(len(p) for _, p, _ in items),
                   "left_out": None if self.exclude.value is None else self.exclude.value.name}
-        return Task(learn_task, (items, kwargs), text="Learning\u2026",
+        return Task(learn_task, (items, kwargs), text="Learning\u2026", inputs=tuple(layers),
+                    layers=self._viewer.layers,
                     on_return=lambda est: self._show(est, f"{source.name} atoms", source, record))
 
     def _show(self, est: Any, name: str, source: Any, record: dict[str, Any]) -> None:

@@ -380,6 +380,10 @@ class Task:
     ``on_output`` receives each :class:`Output`'s value, ``on_return`` the
     task's return value (both in the GUI thread); ``text`` is the status
     shown while it runs.
+
+    ``inputs`` are the layers the job reads and ``layers`` the viewer's
+    layer list: removing an input from it cancels the job at once, saying
+    so (its result could no longer go beside its input).
     """
 
     func: Callable[..., Iterator[Any]]
@@ -389,6 +393,8 @@ class Task:
     on_return: Callable[[Any], None] | None = None
     done_text: Callable[[], str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    inputs: tuple[Any, ...] = ()
+    layers: Any = None
 
 
 def status_label() -> Label:
@@ -432,6 +438,8 @@ class Runner(Container):
         self.extend([row, self.progress, self.status])
         self.job: Job | None = None
         self.closed = False
+        self._abort_text = ""
+        self._unwatch: Callable[[], None] | None = None
         self.run_button.changed.connect(lambda *_: on_run())
         self.cancel_button.changed.connect(lambda *_: self.cancel())
 
@@ -449,17 +457,53 @@ class Runner(Container):
         self.run_button.enabled = False
         self.cancel_button.enabled = True
         self.status.value = task.text
+        self._abort_text = ""
         job = Job(task.func, *task.args, on_yield=lambda v: self._on_yield(task, v),
                   on_return=lambda v: self._on_return(task, v), on_error=self.show_error,
                   on_abort=self._on_abort, on_finish=self._on_finish)
         self.job = job
+        self._watch_inputs(task, job)
         job.start()
         return job
 
-    def cancel(self) -> None:
-        """Stop the running job now."""
+    def cancel(self, reason: str = "") -> None:
+        """Stop the running job now; ``reason`` (if any) replaces the status's "nothing partial was added"."""
         if self.busy:
+            self._abort_text = reason
             self.job.cancel()
+
+    def _watch_inputs(self, task: Task, job: Job) -> None:
+        """Cancel ``job`` when one of the task's inputs leaves the viewer's layer list (until the job ends).
+
+        The job is cancelled as the removal begins, before napari's own work
+        on it (a few tenths of a second, more beside a busy worker); the
+        message is set again once the removal is done, after the widgets
+        have updated their layer boxes and status.
+        """
+        if task.layers is None or not task.inputs:
+            return
+        layers = task.layers
+        ids = {layer.unique_id for layer in task.inputs}  # not ``is``: widgets may hold napari's layer proxies
+
+        def removing(event: Any) -> None:
+            layer = layers[event.index]
+            if not (self.job is job and job.running and getattr(layer, "unique_id", None) in ids):
+                return
+            text = f"Cancelled: the input layer {layer.name!r} was removed."
+
+            def removed(_event: Any) -> None:
+                layers.events.removed.disconnect(removed)
+                if not self.closed and self.job is job:
+                    self.status.value = text
+
+            layers.events.removed.connect(removed, position="last")
+            self.cancel(text)
+            from napari.utils.notifications import show_info
+
+            show_info(f"restore-tree: {text}")
+
+        layers.events.removing.connect(removing, position="first")
+        self._unwatch = lambda: layers.events.removing.disconnect(removing)
 
     def shutdown(self) -> None:
         """The viewer closes: stop the job and wait (briefly) for its thread; touch no widget afterwards."""
@@ -505,9 +549,12 @@ class Runner(Container):
 
     def _on_abort(self) -> None:
         if not self.closed:
-            self.status.value = "Cancelled: nothing partial was added."
+            self.status.value = self._abort_text or "Cancelled: nothing partial was added."
 
     def _on_finish(self) -> None:
+        if self._unwatch is not None:
+            unwatch, self._unwatch = self._unwatch, None
+            unwatch()
         if not self.closed:
             self.reset()
 
