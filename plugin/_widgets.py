@@ -53,6 +53,20 @@ class Settings:
                                  "napari-plugin")
         self._group = group
 
+    def value(self, name: str, default: Any = None) -> Any:
+        """The value remembered under ``name`` (JSON), or ``default``."""
+        raw = self._qs.value(f"{self._group}/{name}")
+        if raw is None:
+            return default
+        try:
+            return json.loads(raw)
+        except (ValueError, TypeError):
+            return default
+
+    def store(self, name: str, value: Any) -> None:
+        """Remember ``value`` (JSON) under ``name``."""
+        self._store(name, value)
+
     def restore(self, widgets: Iterable[Any]) -> None:
         """Set each widget to its remembered value (values that no longer fit are skipped)."""
         for w in widgets:
@@ -167,7 +181,7 @@ class RestoreWidget(Container):
         self.form.margins = (0, 0, 0, 0)
         self.advanced = Advanced(advanced)
         self.extend([self.form, self.advanced, self.runner, *(after or [])])
-        settings = Settings(self.KIND)
+        settings = self.settings = Settings(self.KIND)
         persisted = list(persisted)
         self._select_default()  # first: some choices (a volume) depend on the image
         settings.restore(persisted)
@@ -287,7 +301,11 @@ class RestoreWidget(Container):
             layer.metadata = kwargs["metadata"]
             layer.name = name
         else:
-            layer = self._viewer.add_image(data, **kwargs)
+            # made hidden, shown once in the viewer: a new layer is first drawn at its own default slice, not the
+            # viewer's, and a lazy result (Dask) would compute that slice in the GUI thread
+            visible = kwargs.pop("visible", True)
+            layer = self._viewer.add_image(data, **kwargs, visible=False)
+            layer.visible = visible
         if source is not None:
             self._results[source.unique_id] = layer
             self._last_pair = (source, layer)

@@ -100,7 +100,7 @@ def test_estimate_reports_progress_often_and_stops_when_the_callback_raises(rng)
     est = estimate_noise(y, progress=lambda done, total: seen.append((done, total)))
     assert est == estimate_noise(y)
     assert len(seen) >= y.size // 2**20 and seen[-1][0] == seen[-1][1]
-    assert all(a[0] <= b[0] and a[1] == b[1] for a, b in zip(seen, seen[1:]))  # never backwards
+    assert all(a[0] <= b[0] and a[1] == b[1] for a, b in zip(seen, seen[1:], strict=False))  # never backwards
 
     calls = []
 

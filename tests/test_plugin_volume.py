@@ -193,6 +193,7 @@ def test_a_gain_given_is_used_as_is(make_napari_viewer, qtbot, errors, infos):
     widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
     src = viewer.layers["nuclei (noisy)"]
     widget.image.value = src
+    widget.process.value = False  # the sample's axes say z, y, x (a volume): here plane by plane
     widget.noise.value = "poisson-gaussian"
     widget.gain.value = 0.1
     widget.sigma_auto.value = False
@@ -250,8 +251,9 @@ def test_a_dask_volume_with_photon_noise_reads_only_a_sample_to_estimate(make_na
                                                                            add_image(self, *a, **k))[1])
     [out] = press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)
     assert not errors and isinstance(out.data, da.Array) and out.data.shape == noisy.shape
-    assert 0 < before_shown[0] <= 16 * 64 * 64  # the noise sample only
-    assert max(store.reads) <= 32 * 64 * 64  # showing a slice computes block by block, never the whole at once
+    first = [r for r in store.reads if r][0]  # (Dask reads an empty slice for its meta)
+    assert 0 < first <= 16 * 64 * 64 and before_shown[0] > first  # the noise sample, then the shown slice's blocks
+    assert max(store.reads) <= 32 * 64 * 64  # block by block, never the whole at once
     assert 0.07 < out.metadata["restore"]["noise"]["gain"] < 0.13 and infos
 
 
@@ -409,3 +411,39 @@ def test_volume_mode_and_noise_model_are_remembered(make_napari_viewer, qtbot, e
     again = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)  # a new session's widget, on the selected 3-D layer
     assert (again.process.value, again.noise.value, again.gain.value) == (True, "poisson-gaussian", 0.25)
     assert not errors
+
+
+def test_a_lazy_volume_result_is_shown_without_computing_in_the_gui_thread(make_napari_viewer, qtbot, errors):
+    """Issue 27, item 12: napari computes the slice it shows in the GUI thread. The widget computes that slice's
+    blocks in its worker before adding the layer, and the result's blocks keep to the input's chunks along z."""
+    import dask
+
+    _, noisy = _blobs((64, 128, 128))
+    main = threading.main_thread()
+
+    class Store(Counting):  # records what the main (GUI) thread reads: napari draws in it
+        in_gui = []
+
+        def __getitem__(self, key):
+            out = super().__getitem__(key)
+            if threading.current_thread() is main and np.size(out):  # (Dask reads an empty slice for its meta)
+                self.in_gui.append(np.size(out))
+            return out
+
+    store = Store(noisy)
+    viewer = make_napari_viewer()
+    widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
+    src = viewer.add_image(da.from_array(store, chunks=(16, 64, 64)), name="lazy volume", contrast_limits=(0, 1),
+                           axis_labels=("z", "y", "x"), visible=False)  # not shown: every read is the result's
+    widget.image.value = src
+    assert widget.process.value is True  # its axes say z, y, x
+    widget.lam_mode.value = "rule"
+    viewer.dims.set_current_step(0, 40)
+    with dask.config.set(scheduler="synchronous"):  # every Dask task in the thread that asks for it
+        [out] = press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)
+        qtbot.wait(300)  # napari draws the result's current slice
+        assert store.reads and not store.in_gui  # computed in the worker, not in the GUI thread
+        assert not errors and isinstance(out.data, da.Array) and max(out.data.chunks[0]) <= 16
+        expected = restore.denoise_wavelet_tree(da.from_array(noisy, chunks=(16, 64, 64)), axes=(0, 1, 2),
+                                                lam="rule", sliced_axes=(0,))[40].compute()
+        np.testing.assert_allclose(np.asarray(out.data[40]), expected, rtol=1e-5, atol=1e-6)

@@ -1,0 +1,219 @@
+"""Issue 27, items 11, 13, 15-17: what the Denoise widget shows and remembers while it works (real napari, Xvfb)."""
+
+import threading
+
+import numpy as np
+import pytest
+from napari_helpers import DENOISE, PLUGIN, TIMEOUT, cancel, dock, press
+
+pytest.importorskip("napari")
+pytest.importorskip("pytestqt")
+
+import restore  # noqa: E402
+
+pytestmark = pytest.mark.gui
+
+
+def _noisy(shape, seed=0, sigma=0.1):
+    rng = np.random.default_rng(seed)
+    grids = np.meshgrid(*[np.arange(n, dtype=np.float32) for n in shape], indexing="ij")
+    clean = 0.5 + 0.3 * np.sin(grids[-1] / 7.0) * np.cos(grids[-2] / 9.0) * np.cos(grids[0] / 5.0)
+    return (clean + sigma * rng.standard_normal(shape)).astype(np.float32)
+
+
+def _photons(shape, seed=1, photons=20.0):
+    clean = 0.5 + 0.4 * np.sin(np.indices(shape).sum(axis=0) / 6.0)
+    return (np.random.default_rng(seed).poisson(photons * clean) / photons).astype(np.float32)
+
+
+# ---------------------------------------------------------------------------
+# Item 11: the bar moves from the start
+# ---------------------------------------------------------------------------
+
+
+def test_the_bar_is_busy_until_the_librarys_first_report_then_shows_real_fractions(make_napari_viewer, qtbot,
+                                                                                   errors, monkeypatch):
+    """On a 4096 x 4096 plane the library builds its wavelet tree for seconds before its first report: the bar
+    must not sit at 0 meanwhile. A library call that reports late stands in for it."""
+    viewer = make_napari_viewer()
+    widget = dock(viewer, qtbot, DENOISE)
+    widget.image.value = viewer.add_image(_noisy((256, 256)), name="plane")
+    release, real = threading.Event(), restore.choose_lam
+
+    def late(*args, progress=None, **kwargs):
+        release.wait(20)
+        return real(*args, progress=progress, **kwargs)
+
+    monkeypatch.setattr(restore, "choose_lam", late)
+    bar = widget.progress.native
+    seen = []
+    widget.progress.changed.connect(lambda v: seen.append((v, bar.maximum())))
+    widget.apply_button.clicked.emit()
+    qtbot.waitUntil(lambda: bar.maximum() == 0 or widget.progress.value > 0, timeout=1000)  # busy: it moves
+    assert widget.busy and bar.minimum() == bar.maximum() == 0
+    release.set()
+    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
+    assert "plane [tree_l2]" in viewer.layers and not errors
+    assert any(v > 0 and m == widget.progress.max > 0 for v, m in seen)  # then real fractions
+
+
+# ---------------------------------------------------------------------------
+# Item 15: Cancel stops the photon-noise estimate itself
+# ---------------------------------------------------------------------------
+
+
+def test_cancel_stops_the_photon_noise_estimate_itself(make_napari_viewer, qtbot, errors, monkeypatch):
+    viewer = make_napari_viewer()
+    widget = dock(viewer, qtbot, DENOISE)
+    widget.image.value = viewer.add_image(_photons((16, 128, 128)), name="photons")
+    widget.noise.value = "poisson-gaussian"
+    started, proceed, outcome, real = threading.Event(), threading.Event(), [], restore.estimate_noise
+
+    def watched(*args, progress=None, **kwargs):
+        started.set()
+        proceed.wait(20)  # Cancel comes while the estimate runs
+        try:
+            out = real(*args, progress=progress, **kwargs)
+        except restore.Cancelled:
+            outcome.append("stopped")
+            raise
+        outcome.append("ran to its end")
+        return out
+
+    monkeypatch.setattr(restore, "estimate_noise", watched)
+    widget.apply_button.clicked.emit()
+    qtbot.waitUntil(started.is_set, timeout=TIMEOUT)
+    cancel(qtbot, widget)
+    proceed.set()
+    qtbot.waitUntil(lambda: bool(outcome), timeout=TIMEOUT)
+    assert outcome == ["stopped"] and [layer.name for layer in viewer.layers] == ["photons"] and not errors
+
+
+# ---------------------------------------------------------------------------
+# Item 16: the bar never goes back, the info line is this layer's, the record holds the numbers used
+# ---------------------------------------------------------------------------
+
+
+def test_a_photon_noise_volume_run_never_moves_the_bar_back_and_records_the_lam_used(make_napari_viewer, qtbot,
+                                                                                      errors):
+    viewer = make_napari_viewer()
+    viewer.open_sample(PLUGIN, "noisy_nuclei_volume")
+    src = viewer.layers["nuclei (noisy)"]
+    widget = dock(viewer, qtbot, DENOISE)
+    widget.image.value = src
+    widget.process.value = True
+    widget.noise.value = "poisson-gaussian"
+    seen = []
+    widget.progress.changed.connect(seen.append)
+    [out] = press(qtbot, viewer, widget, widget.apply_button)
+    assert not errors
+    values = [v for v in seen if v > 0]
+    assert values and values == sorted(values)  # the estimate's part, then the volume's: never 100 % then 0
+    record = out.metadata["restore"]
+    noise = record["noise"]
+    kw = {"axes": (0, 1, 2), "noise": "poisson-gaussian", "gain": noise["gain"], "sigma": noise["read_noise_sigma"]}
+    choice = restore.choose_lam(src.data, **kw)
+    assert record["lam"] == [pytest.approx(list(choice.lam))] and record["sigma"] == [list(choice.sigma)]
+    assert f"{choice.lam[0]:.4g}" in widget.info.value and "gain" in widget.info.value
+
+    # a Gaussian volume records its numbers too
+    widget.noise.value = "gaussian"
+    widget.lam_mode.value = "rule"
+    press(qtbot, viewer, widget, widget.apply_button)  # replaces the result
+    record = out.metadata["restore"]
+    assert record["params"]["noise"] == "gaussian" and not errors
+    choice = restore.choose_lam(src.data, axes=(0, 1, 2), method="rule")
+    assert record["lam"] == [pytest.approx(list(choice.lam))] and record["sigma"] == [pytest.approx(list(choice.sigma))]
+
+
+def test_the_info_line_never_shows_another_layers_numbers(make_napari_viewer, qtbot, errors):
+    viewer = make_napari_viewer()
+    first = viewer.add_image(_photons((8, 64, 64), seed=1, photons=20.0), name="first")
+    second = viewer.add_image(_photons((8, 64, 64), seed=2, photons=5.0), name="second")
+    widget = dock(viewer, qtbot, DENOISE)
+    widget.image.value = first
+    widget.noise.value = "poisson-gaussian"
+    widget.lam_mode.value = "rule"
+    press(qtbot, viewer, widget, widget.apply_button)
+    shown = widget.info.value
+    assert "gain" in shown and not errors
+    widget.image.value = second
+    widget.apply_button.clicked.emit()
+    assert widget.info.value != shown and "gain" not in widget.info.value  # while the second layer runs
+    qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
+    assert "gain" in widget.info.value and widget.info.value != shown and not errors
+
+
+# ---------------------------------------------------------------------------
+# Item 13: volume mode and noise model per layer, from the layer's axes and metadata, between sessions
+# ---------------------------------------------------------------------------
+
+
+def test_volume_mode_is_kept_per_layer_when_another_layer_is_chosen(make_napari_viewer, qtbot, errors):
+    viewer = make_napari_viewer()
+    photo = viewer.add_image(_noisy((64, 64)), name="photo")
+    stack = viewer.add_image(_noisy((8, 64, 64)), name="stack")
+    widget = dock(viewer, qtbot, DENOISE)
+    widget.image.value = stack
+    widget.process.value = True
+    widget.image.value = photo  # a plane: plane by plane is all it offers
+    assert widget.process.value is False
+    widget.image.value = stack
+    assert widget.process.value is True
+    again = dock(viewer, qtbot, DENOISE)  # a new session's widget, on another unlabelled stack: the last choice
+    again.image.value = viewer.add_image(_noisy((8, 64, 64), seed=3), name="other stack")
+    assert again.process.value is True and not errors
+
+
+def test_layers_start_as_their_axes_and_metadata_say(make_napari_viewer, qtbot, errors):
+    viewer = make_napari_viewer()
+    widget = dock(viewer, qtbot, DENOISE)
+    viewer.open_sample(PLUGIN, "noisy_nuclei_volume")  # axes z, y, x; metadata: Poisson-Gaussian
+    widget.image.value = viewer.layers["nuclei (noisy)"]
+    assert widget.process.value is True and widget.noise.value == "poisson-gaussian"
+    movie = viewer.add_image(_noisy((8, 64, 64)), name="movie", axis_labels=("t", "y", "x"))
+    widget.image.value = movie
+    assert widget.process.value is False and widget.noise.value == "gaussian"  # a time series: plane by plane
+    widget.process.value = True  # allowed, but said why it is unusual
+    assert not widget.info.native.isHidden() and "time" in widget.info.value
+    widget.image.value = viewer.layers["nuclei (noisy)"]
+    assert widget.process.value is True and widget.noise.value == "poisson-gaussian" and "time" not in widget.info.value
+    widget.noise.value = "gaussian"  # the user's choice for this layer wins over its metadata
+    widget.image.value = movie
+    widget.image.value = viewer.layers["nuclei (noisy)"]
+    assert widget.noise.value == "gaussian" and not errors
+
+
+# ---------------------------------------------------------------------------
+# Item 17: the volume preview reuses its sub-volume
+# ---------------------------------------------------------------------------
+
+
+def test_the_volume_preview_reuses_its_sub_volume_while_the_plane_stays_inside_it(make_napari_viewer, qtbot, errors,
+                                                                                   monkeypatch):
+    viewer = make_napari_viewer()
+    widget = dock(viewer, qtbot, DENOISE)
+    noisy = _noisy((48, 96, 96))
+    widget.image.value = viewer.add_image(noisy, name="volume")
+    widget.process.value = True
+    widget.lam_mode.value = "rule"
+    viewer.dims.set_current_step(0, 20)
+    calls, real = [], restore.denoise_wavelet_tree
+    monkeypatch.setattr(restore, "denoise_wavelet_tree", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    widget.preview.value = True
+    qtbot.waitUntil(lambda: "volume [preview]" in viewer.layers and not widget.busy, timeout=TIMEOUT)
+    preview = viewer.layers["volume [preview]"]
+    z0, z1 = preview.metadata["restore"]["volume_planes"]
+    r0, r1, c0, c1 = preview.metadata["restore"]["region"]
+    n = len(calls)
+    assert n >= 1 and z0 < 21 < z1
+    viewer.dims.set_current_step(0, 21)
+    qtbot.waitUntil(lambda: preview.translate[0] == 21 and not widget.busy, timeout=TIMEOUT)
+    assert len(calls) == n  # the same sub-volume, not computed again
+    expected = real(noisy[z0:z1, r0:r1, c0:c1], axes=(0, 1, 2), lam="rule")[21 - z0]
+    np.testing.assert_allclose(preview.data[0], expected, rtol=1e-5, atol=1e-6)
+    assert preview.metadata["restore"]["volume_planes"] == [z0, z1]
+    outside = z1 + 1 if z1 + 1 < noisy.shape[0] else z0 - 2
+    viewer.dims.set_current_step(0, outside)
+    qtbot.waitUntil(lambda: preview.translate[0] == outside and not widget.busy, timeout=TIMEOUT)
+    assert len(calls) > n and not errors  # outside it, a new sub-volume
