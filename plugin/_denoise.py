@@ -1386,6 +1386,7 @@ class DenoiseWidget(RestoreWidget):
         n = len(sources)
         text = f"Denoising {n} images\u2026" if n > 1 else f"Denoising {layers[0].name!r}\u2026"
         return Task(busy_until_progress(denoise_task), (sources, params, self._lam_cache, views), text=text,
+                    inputs=tuple(layers), layers=self._viewer.layers,
                     on_output=lambda value: self._on_output(value, lambda result: self._on_result(result, params)),
                     done_text=lambda: f"Done: {', '.join(repr(n) for n in self._added)}.")
 

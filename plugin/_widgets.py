@@ -292,7 +292,7 @@ class RestoreWidget(Container):
         multiscale = bool(kwargs.get("multiscale", False))
         if (old is not None and not self.keep_each_run.value and self._present(old)
                 and bool(old.rgb) == bool(kwargs.get("rgb", False)) and bool(old.multiscale) == multiscale
-                and (multiscale or old.ndim == data.ndim)):  # data.ndim, not np.ndim: a Dask array stays lazy
+                and (multiscale or old.data.ndim == data.ndim)):  # data's: an RGB layer's ndim has no colour axis
             layer = old  # replace the previous result in place: it keeps its place in the layer list
             layer.data = data
             for attr in ("scale", "translate", "contrast_limits", "gamma", "colormap"):
