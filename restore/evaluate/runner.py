@@ -16,18 +16,34 @@ unit is done when every row it writes is there.
 Local workers are spawned processes that die with the main process: they
 ignore Ctrl-C (the main process stops them), and each watches its parent
 and exits within ``_WATCH_SECONDS`` of its end, however it ended.
+
+The first Ctrl-C always ends a run at once. The main thread feeds each
+worker through a pipe of its own and waits on those pipes itself: no lock,
+queue or helper thread is shared with a worker, so stopping them is a
+SIGKILL and a reap, which nothing a worker holds can delay (a
+``multiprocessing.Pool``'s ``terminate`` takes the task queue's
+cross-process read lock and joins its feeder thread, both of which a worker
+or a full pipe can hold up). While workers are spawned, SIGINT is blocked
+and deferred rather than ignored: they must start with Ctrl-C ignored, and
+an ignored signal is discarded by the kernel, so a ``SIG_IGN`` around the
+start-up lost a Ctrl-C arriving then and the run went on to its end.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import multiprocessing
+import multiprocessing.connection as mp_connection
+import multiprocessing.resource_tracker as resource_tracker
 import os
+import pickle
 import signal
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +63,7 @@ LOCK = ".restore-evaluate.lock"
 OUTPUT_NAMES = ("results.csv", "table.md", "psnr.png", PARTIAL, MANIFEST)
 _WRITTEN_BY = "restore evaluate"
 _WATCH_SECONDS = 0.5  # how often a worker checks that its parent is alive (it exits within this time)
+_JOIN_SECONDS = 5.0  # waiting for a worker to exit after its last task or a SIGKILL (both take milliseconds)
 _DASK_TIMEOUT = "10s"  # waiting for a Dask scheduler before reporting it unreachable
 
 
@@ -211,12 +228,14 @@ class OutputFolder:
                 writer = csv.DictWriter(fh, fieldnames=list(columns), lineterminator="\n")
                 if fh.tell() == 0:
                     writer.writeheader()
-                for unit_rows in _execute([(u.func, u.args) for u in todo], n_jobs, scheduler):
-                    writer.writerows(unit_rows)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                    rows.extend(unit_rows)
-                    report()
+                results = _execute([(u.func, u.args) for u in todo], n_jobs, scheduler)
+                with contextlib.closing(results):  # an exception here stops the workers now, not when collected
+                    for unit_rows in results:
+                        writer.writerows(unit_rows)
+                        fh.flush()
+                        os.fsync(fh.fileno())
+                        rows.extend(unit_rows)
+                        report()
         finally:
             report.close()
         return rows
@@ -252,13 +271,21 @@ def _read_partial(path: Path, columns: Sequence[str], types: Mapping[str, type],
 # ---------------------------------------------------------------------------
 
 
-def _worker_init() -> None:
-    """Each process runs one unit at a time on one core, ignores Ctrl-C and dies with its parent."""
+def _worker_main(conn: Any) -> None:
+    """A worker process: runs one unit at a time on one core, ignores Ctrl-C and dies with its parent.
+
+    It says ``ready``, then answers each task ``(function, args)`` with
+    ``("done", rows)`` or ``("error", exception, traceback text)``, until
+    its pipe closes or brings ``None``.
+    """
+    # Ctrl-C was blocked by the parent for the spawn (and so is here): ignoring it discards one pending
+    # since, so that a terminal's Ctrl-C reaching the whole group prints no traceback from a worker
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     from threadpoolctl import threadpool_limits
 
     os.environ["RESTORE_NUM_THREADS"] = "1"
     threadpool_limits(1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C and stops the pool
     parent = os.getppid()
 
     def watch() -> None:
@@ -268,15 +295,53 @@ def _worker_init() -> None:
                 os._exit(1)
 
     threading.Thread(target=watch, daemon=True, name="restore-watch-parent").start()
+    try:
+        conn.send(("ready",))
+        while (task := conn.recv()) is not None:
+            func, args = task
+            try:
+                answer: tuple = ("done", func(*args))
+            except Exception as exc:  # noqa: BLE001 - sent to the main process, which raises it
+                answer = ("error", exc, traceback.format_exc())
+            try:
+                conn.send(answer)
+            except (pickle.PicklingError, TypeError, AttributeError):  # an exception that does not pickle
+                conn.send(("error", RuntimeError(f"{type(answer[1]).__name__}: {answer[1]}"), answer[-1]))
+    except (EOFError, OSError):  # the main process closed the pipe or died: nothing left to do
+        pass
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Hold Ctrl-C back while processes are spawned, and raise it afterwards: never lose it.
+
+    SIGINT is blocked in this thread, so the spawned interpreters start with
+    it blocked (the mask is inherited across fork and exec) until they
+    ignore it; in the main thread a SIGINT handled meanwhile (it may reach
+    another thread) is recorded and raised as KeyboardInterrupt at the end.
+    Ignoring SIGINT instead (``SIG_IGN``) would make the kernel discard one
+    that arrives during the spawn: the run would go on as if never
+    interrupted.
+    """
+    caught: list[int] = []
+    previous = signal.getsignal(signal.SIGINT) if _main_thread() else None
+    if previous is not None:  # None: a handler not set from Python, which Python could not put back
+        signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a SIGINT pending on this thread is recorded now
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+            if caught and callable(previous):
+                previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt
+            elif caught and previous == signal.SIG_DFL:
+                raise KeyboardInterrupt
 
 
 def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
-
-
-def _call(task: tuple[Callable[..., list[dict]], tuple]) -> list[dict]:
-    func, args = task
-    return func(*args)
 
 
 def _execute(tasks: list[tuple], n_jobs: int | None, scheduler: str | None) -> Iterator[list[dict]]:
@@ -291,23 +356,74 @@ def _execute(tasks: list[tuple], n_jobs: int | None, scheduler: str | None) -> I
         for f, a in tasks:
             yield f(*a)
         return
-    # workers start with Ctrl-C ignored (an ignored signal stays ignored in a new process), so that one
-    # arriving while they import prints no traceback; the main process handles it and stops them
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
+    yield from _execute_local(tasks, min(n_jobs, len(tasks)))
+
+
+def _execute_local(tasks: list[tuple], n_workers: int) -> Iterator[list[dict]]:
+    """Run tasks in ``n_workers`` spawned processes, each fed through its own pipe by this thread.
+
+    No lock, queue or helper thread is shared with the workers, so stopping
+    them cannot wait on one a worker holds: on any exception (Ctrl-C, an
+    error, the consumer closing this generator) they are killed at once.
+    """
+    ctx = multiprocessing.get_context("spawn")
+    procs: list[Any] = []
+    conns: dict[Any, Any] = {}  # our end of each worker's pipe -> its process
     try:
-        pool = multiprocessing.get_context("spawn").Pool(min(n_jobs, len(tasks)), initializer=_worker_init)
+        # started first: its launch unblocks SIGINT in this thread (multiprocessing.resource_tracker)
+        resource_tracker.ensure_running()
+        with _sigint_deferred():
+            for _ in range(n_workers):
+                ours, theirs = ctx.Pipe(duplex=True)
+                proc = ctx.Process(target=_worker_main, args=(theirs,), daemon=True, name="restore-evaluate")
+                procs.append(proc)
+                conns[ours] = proc
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # again, should the tracker restart
+                proc.start()
+                theirs.close()  # the worker holds the other end: its death reads as EOF here
+        todo = iter(tasks)
+        waiting = list(conns)  # the pipes of workers that have work or may get some
+        remaining = len(tasks)
+        while remaining:
+            for conn in mp_connection.wait(waiting):
+                try:
+                    message = conn.recv()
+                except (EOFError, OSError):
+                    proc = conns[conn]
+                    proc.join(_JOIN_SECONDS)
+                    raise RuntimeError(f"an evaluation worker process died (exit code {proc.exitcode}) while "
+                                       "running a unit: finished units are kept; run again to resume") from None
+                if message[0] == "error":
+                    exc = message[1]
+                    exc.add_note(f"in an evaluation worker process:\n{message[2]}")
+                    raise exc
+                if message[0] == "done":
+                    remaining -= 1
+                    yield message[1]
+                task = next(todo, None)
+                if task is not None:
+                    conn.send(task)
+                else:  # nothing left to hand out: this worker may go
+                    waiting.remove(conn)
+                    with contextlib.suppress(OSError):
+                        conn.send(None)
+        for proc in procs:
+            proc.join(_JOIN_SECONDS)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-    try:
-        yield from pool.imap_unordered(_call, tasks)
-    except BaseException:
-        pool.terminate()  # Ctrl-C or an error: stop the workers now, not after their units
-        raise
-    else:
-        pool.close()
-    finally:
-        pool.join()
+        _stop(procs, conns)
+
+
+def _stop(procs: list[Any], conns: dict[Any, Any]) -> None:
+    """Kill the workers still alive and reap them; close our pipes. Never waits on a worker."""
+    for proc in procs:
+        if proc.pid is not None and proc.exitcode is None:
+            with contextlib.suppress(OSError):
+                proc.kill()  # SIGKILL: a unit's own handlers cannot delay it, and no lock is shared
+    for proc in procs:
+        if proc.pid is not None:
+            proc.join(_JOIN_SECONDS)
+    for conn in conns:
+        conn.close()
 
 
 def _execute_dask(tasks: list[tuple], scheduler: str) -> Iterable[list[dict]]:
