@@ -812,7 +812,8 @@ def denoise_wavelet_tree(
         a time (napari's sliders, such as z). The result's blocks keep to the
         input's chunks along them (at least ``2**level`` samples), so that
         computing one slice computes the blocks of one chunk's depth and their
-        overlap, not up to 128 samples; computing the whole then does more
+        overlap, not up to 128 samples (when a chunk and its overlaps span
+        the axis, one block spans it); computing the whole then does more
         redundant work along these axes (a block's overlap is up to 32
         samples each side, whatever its core). Default: blocks sized for
         computing the whole.
@@ -1261,9 +1262,11 @@ def _denoise_dask(image, opts: _Options, *, noise: str, wiener: bool | None, pro
         sizes = image.chunks[a]
         core, depth[a] = _block_plan(sizes[0], int(image.shape[a]), n, reach, len(sp_axes))
         if a in opts.sliced:  # one slice computes the blocks of one chunk (on the dyadic grid) and their overlap
-            step = 1 << n
-            core = min(max(step, sizes[0] // step * step), _MAX_CORE[len(sp_axes)], int(image.shape[a]))
-            sliced[a] = core
+            step, length = 1 << n, int(image.shape[a])
+            core = min(max(step, sizes[0] // step * step), _MAX_CORE[len(sp_axes)])
+            # ... or of the whole axis when a chunk's overlaps reach it anyway: the same work for the first slice,
+            # none for the others
+            sliced[a] = length if core + 2 * depth[a] >= length else core
             continue
         if any(c != core for c in sizes[:-1]) or sizes[-1] > core:
             chunks[a] = core

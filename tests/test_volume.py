@@ -333,14 +333,18 @@ def test_a_sliced_axis_keeps_blocks_to_the_input_chunks_so_showing_a_slice_compu
     block holds all 64, so one slice computes the whole volume. With ``sliced_axes`` the cores along those axes
     keep to the input's chunks (at least 2**level): one slice computes a chunk's depth and its overlap."""
     da = pytest.importorskip("dask.array")
-    x = da.zeros((64, 512, 512), chunks=(16, 128, 128), dtype=np.float32)  # lazy: nothing is allocated
-    assert max(denoise_wavelet_tree(x, axes=(0, 1, 2), sigma=0.1).chunks[0]) == 64  # the default: whole depth
+    x = da.zeros((256, 512, 512), chunks=(16, 128, 128), dtype=np.float32)  # lazy: nothing is allocated
+    assert max(denoise_wavelet_tree(x, axes=(0, 1, 2), sigma=0.1).chunks[0]) == 128  # the default: 8 chunks deep
     out = denoise_wavelet_tree(x, axes=(0, 1, 2), sigma=0.1, sliced_axes=(0,))
     assert out.shape == x.shape and max(out.chunks[0]) <= 16 and out.chunks[1:] == ((128,) * 4,) * 2
     for chunks in [(1, 512, 512), (7, 128, 128), (256, 64, 64)]:  # planes of a microscope's store, odd, deep
         y = da.zeros((256, 512, 512), chunks=chunks, dtype=np.float32)
         z = denoise_wavelet_tree(y, axes=(0, 1, 2), sigma=0.1, sliced_axes=(0,))
         assert max(z.chunks[0]) <= max(chunks[0], 8) and max(z.chunks[0]) <= 128  # 2**3 levels, the largest core
+    # 64 planes: a chunk of 16 and its overlaps (32 each side) span them, so one block does (the first slice costs
+    # the same, the others nothing)
+    thin = denoise_wavelet_tree(x[:64], axes=(0, 1, 2), sigma=0.1, sliced_axes=(0,))
+    assert thin.chunks[0] == (64,)
 
     # one slice reads (and denoises) one chunk's depth and its overlap, and agrees with the default layout
     rng = np.random.default_rng(2)
