@@ -96,3 +96,14 @@ def test_removing_another_layer_mid_run_changes_nothing(make_napari_viewer, qtbo
     qtbot.waitUntil(lambda: not widget.busy, timeout=TIMEOUT)
     assert [layer.name for layer in viewer.layers] == ["input", "input [tree_l2]"]
     assert widget.status.value.startswith("Done") and not errors
+
+
+def test_closing_the_viewer_mid_run_raises_nothing(make_napari_viewer, qtbot, errors):
+    """napari's close removes the layers one by one before the window goes: the job is cancelled quietly."""
+    viewer = make_napari_viewer()
+    widget = _inpaint(viewer, qtbot)
+    widget.runner.run_button.clicked.emit()
+    assert widget.busy
+    viewer.close()
+    qtbot.waitUntil(lambda: not library_threads(), timeout=TIMEOUT)
+    assert not widget.busy and not errors
