@@ -53,13 +53,7 @@ def _learn(viewer, qtbot):
     return widget
 
 
-#: Until the Denoise widget's Task names its inputs (plugin/_denoise.py, issue 27 item 15): then remove this mark.
-NEEDS_DENOISE_INPUTS = pytest.mark.xfail(strict=True, reason="the Denoise widget's Task does not yet pass "
-                                         "inputs=tuple(layers), layers=self._viewer.layers")
-
-
-@pytest.mark.parametrize("make", [pytest.param(_denoise, marks=NEEDS_DENOISE_INPUTS), _inpaint, _learn],
-                         ids=["denoise", "inpaint", "learn"])
+@pytest.mark.parametrize("make", [_denoise, _inpaint, _learn], ids=["denoise", "inpaint", "learn"])
 def test_removing_the_input_mid_run_cancels_at_once_and_says_so(make_napari_viewer, qtbot, errors, make):
     viewer = make_napari_viewer()
     widget = make(viewer, qtbot)

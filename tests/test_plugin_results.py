@@ -89,9 +89,6 @@ def test_running_again_replaces_the_previous_result_unless_each_run_is_kept(make
     assert not errors
 
 
-#: Until RestoreWidget.add_result compares the data's dimensions, not the layer's (plugin/_widgets.py): an RGB
-#: layer's ndim leaves out its colour axis (issue 27 item 14). Then remove this mark.
-@pytest.mark.xfail(strict=True, reason="add_result compares old.ndim (no colour axis) with data.ndim")
 @pytest.mark.parametrize("kind", ["denoise", "inpaint"])
 def test_running_again_on_an_rgb_layer_replaces_its_previous_result(make_napari_viewer, qtbot, errors, kind):
     """Issue 27, item 14: a colour re-run replaced nothing and added '... [1]' (grey re-runs replaced)."""
