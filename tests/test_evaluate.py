@@ -1,5 +1,7 @@
 import csv
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,7 +38,8 @@ def test_outputs_and_protocol(image_dir, tmp_path):
     rows = evaluate_denoising(image_dir, out, **SMALL)
     # 2 images x 1 sigma x 2 draws x (2 penalties x 2 modes + BayesShrink)
     assert len(rows) == 2 * 2 * (2 * 2 + 1)
-    assert {p.name for p in out.iterdir() if not p.name.startswith(".")} == OURS
+    assert {p.name for p in out.iterdir()} == OURS  # nothing else, hidden files included
+    assert set(json.loads((out / "restore-evaluate.json").read_text())["files"]) == OURS
     table = read_csv(out / "results.csv")
     assert len(table) == len(rows)
     assert set(table[0]) == {"image", "sigma", "wavelet", "method", "lam_mode", "draw", "lam", "psnr", "seconds"}
@@ -193,7 +196,7 @@ def test_a_users_files_in_the_output_folder_are_never_touched(image_dir, tmp_pat
     assert (out / "config.json").read_text() == '{"mine": true}' and (out / "notes.txt").read_text() == "my notes"
     evaluate_denoising(image_dir, out, **{**SMALL, "force": True})
     assert (out / "config.json").read_text() == '{"mine": true}' and (out / "notes.txt").read_text() == "my notes"
-    assert {p.name for p in out.iterdir() if not p.name.startswith(".")} == OURS | {"config.json", "notes.txt"}
+    assert {p.name for p in out.iterdir()} == OURS | {"config.json", "notes.txt"}
 
 
 @pytest.mark.parametrize("name", ["results.csv", "table.md", "psnr.png", "results.partial.csv"])
@@ -206,7 +209,7 @@ def test_foreign_files_with_our_names_are_refused_even_with_force(name, force, i
         evaluate_denoising(image_dir, out, **{**SMALL, "force": force})
     assert "\n" not in str(err.value) and "another folder" in str(err.value)
     assert (out / name).read_text() == "the user's own file"
-    assert {p.name for p in out.iterdir() if not p.name.startswith(".")} == {name}
+    assert {p.name for p in out.iterdir()} == {name}  # nothing of ours, not even a lock file
 
 
 def test_force_removes_only_what_evaluate_wrote(image_dir, tmp_path):
@@ -219,19 +222,131 @@ def test_force_removes_only_what_evaluate_wrote(image_dir, tmp_path):
 
 
 def test_a_second_run_into_the_same_folder_refuses_at_once(image_dir, tmp_path):
-    from filelock import FileLock
+    import threading
 
     from restore.evaluate import FolderInUse
 
     out = tmp_path / "out"
-    out.mkdir()
-    with FileLock(out / ".restore-evaluate.lock"):
+    started, finish = threading.Event(), threading.Event()
+
+    def hold(done, total):  # the first run waits, its folder locked, until the second has been refused
+        started.set()
+        finish.wait(60)
+
+    first = threading.Thread(target=evaluate_denoising, args=(image_dir, out), kwargs={**SMALL, "progress": hold})
+    first.start()
+    try:
+        assert started.wait(60)
+        before = _snapshot(out)
         t0 = time.perf_counter()
         with pytest.raises(FolderInUse, match="another restore evaluate is writing into"):
             evaluate_denoising(image_dir, out, **SMALL)
         assert time.perf_counter() - t0 < 2
-    assert not (out / "results.csv").exists()
-    evaluate_denoising(image_dir, out, **SMALL)  # the lock file left behind does not block (flock)
+        assert _snapshot(out) == before  # the refusal touched nothing of the other run's
+    finally:
+        finish.set()
+        first.join(120)
+    assert {p.name for p in out.iterdir()} == OURS  # the first run finished, and left only its files
+    evaluate_denoising(image_dir, out, **{**SMALL, "force": True})  # nothing left behind blocks the next
+
+
+def _snapshot(folder):
+    """Every entry of a folder (hidden ones too) with its bytes; None for a missing folder."""
+    if not folder.exists():
+        return None
+    return {p.name: (p.read_bytes() if p.is_file() else "dir") for p in sorted(folder.iterdir())}
+
+
+def _without_our_lock(folder):
+    """Remove a lock file an earlier run left (test_outputs_and_protocol checks that none is left)."""
+    (folder / ".restore-evaluate.lock").unlink(missing_ok=True)
+
+
+def test_a_refusal_leaves_the_folder_exactly_as_it_was(image_dir, tmp_path):
+    out = tmp_path / "out"
+    evaluate_denoising(image_dir, out, **SMALL)
+    (out / "mine.txt").write_text("keep")
+    _without_our_lock(out)
+    before = _snapshot(out)
+    with pytest.raises(FileExistsError, match="already holds evaluation results"):
+        evaluate_denoising(image_dir, out, **SMALL)  # finished results
+    assert _snapshot(out) == before
+
+    class Stop(Exception):
+        pass
+
+    def stop(done, total):
+        if done == 1:
+            raise Stop
+
+    other = tmp_path / "other"
+    with pytest.raises(Stop):
+        evaluate_denoising(image_dir, other, **{**SMALL, "progress": stop})
+    _without_our_lock(other)
+    before = _snapshot(other)
+    with pytest.raises(FileExistsError, match="another configuration"):
+        evaluate_denoising(image_dir, other, **{**SMALL, "sigmas": (30,)})  # an interrupted run of another grid
+    assert _snapshot(other) == before
+
+
+def test_messages_speak_to_both_the_command_line_and_python(image_dir, tmp_path):
+    from restore.evaluate import ResultsExist
+
+    out = tmp_path / "out"
+    evaluate_denoising(image_dir, out, **SMALL)
+    with pytest.raises(FileExistsError) as err:
+        evaluate_denoising(image_dir, out, **SMALL)
+    message = str(err.value)
+    assert "force" in message and "force=True" not in message and "--force" not in message, message
+    # and a front end can phrase its own: what is wrong, and what force would do
+    assert isinstance(err.value, ResultsExist) and err.value.folder == out
+    assert f"{str(out)!r} {err.value.problem}" in message and err.value.action in message
+
+
+# ---------------------------------------------------------------------------
+# An output folder that cannot be written: one clear line, nothing created
+# ---------------------------------------------------------------------------
+
+
+def _run_cli_where_writes_fail(how, image_dir, parent, out):
+    """``restore evaluate`` into ``out``, with ``parent`` made unwritable by ``how``; the finished process."""
+    cmd = [sys.executable, "-m", "restore.cli", "evaluate", str(image_dir), "--out", str(out), "--jobs", "1",
+           "--sigmas", "20", "--draws", "1", "--penalties", "l1", "--wavelets", "haar", "--quiet"]
+    if how == "read-only":  # a read-only bind mount in a mount namespace of its own
+        if not shutil.which("unshare") or subprocess.run(
+                ["unshare", "--mount", "sh", "-c", f"mount --bind {parent} {parent} && "
+                 f"mount -o remount,bind,ro {parent}"], capture_output=True).returncode:
+            pytest.skip("cannot make a read-only mount here (unshare --mount)")
+        script = f'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
+        cmd = ["unshare", "--mount", "sh", "-c", script, "sh", str(parent), *cmd]
+    else:  # permission denied: a folder without write permission, for a user without root's capabilities
+        parent.chmod(0o555)
+        if os.geteuid() == 0:
+            if not shutil.which("setpriv"):
+                pytest.skip("root ignores permissions, and setpriv is missing to drop its capabilities")
+            cmd = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--", *cmd]
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    finally:
+        parent.chmod(0o755)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a read-only mount or dropped capabilities (Linux)")
+@pytest.mark.parametrize("how", ["read-only", "permission denied"])
+@pytest.mark.parametrize("exists", [True, False])
+def test_an_unwritable_output_folder_is_one_clear_line(how, exists, image_dir, tmp_path):
+    parent = tmp_path / "locked"
+    parent.mkdir()
+    out = parent / "results" if not exists else parent
+    (parent / "mine.txt").write_text("keep")
+    before = _snapshot(parent)
+    done = _run_cli_where_writes_fail(how, image_dir, parent, out)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Errno" not in lines[0], done.stderr
+    assert str(out) in lines[0] and ("read-only" in lines[0] if how == "read-only" else "permission" in lines[0])
+    assert "choose" in lines[0]  # what to do
+    assert _snapshot(parent) == before
 
 
 def test_resume_drops_a_torn_line_and_counts_a_duplicated_row_once(image_dir, tmp_path):

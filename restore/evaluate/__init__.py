@@ -12,9 +12,9 @@ from .denoising import EvaluationConfig, evaluate_denoising, load_grey_images
 from .inpainting import evaluate_inpainting
 from .patches import evaluate_patches
 from .report import LAM_MODES, PAPER_ORDER, markdown_table
-from .runner import IMAGE_SUFFIXES, FolderInUse
+from .runner import IMAGE_SUFFIXES, FolderInUse, ResultsExist
 from .volume import VOLUME_METHODS, evaluate_volumes, load_volumes
 
-__all__ = ["IMAGE_SUFFIXES", "LAM_MODES", "PAPER_ORDER", "VOLUME_METHODS", "EvaluationConfig", "FolderInUse",
+__all__ = ["IMAGE_SUFFIXES", "LAM_MODES", "PAPER_ORDER", "VOLUME_METHODS", "EvaluationConfig", "FolderInUse", "ResultsExist",
            "evaluate_denoising", "evaluate_inpainting", "evaluate_patches", "evaluate_volumes", "load_grey_images",
            "load_volumes", "markdown_table"]

@@ -6,7 +6,9 @@ files, so it touches only its own: it records what it writes in a manifest
 folder holding files of its names that it did not write, and ``force``
 removes only what the manifest lists. A lock file (``.restore-evaluate.lock``,
 an OS-level lock released when the process dies, however it dies) keeps a
-second run out while one is writing.
+second run out while one is writing; it is removed when the run ends, so a
+finished run leaves only the files its manifest lists, and a refusal leaves
+the folder as it was (a folder it had to create is removed again).
 
 Each finished unit is appended to ``results.partial.csv`` (fsynced), so an
 interrupted run resumes where it stopped: a torn last line is dropped, rows
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import io
 import json
 import multiprocessing
@@ -52,7 +55,7 @@ from typing import Any
 from .._config import default_num_threads
 from .._io import atomic_path, atomic_write_text
 
-__all__ = ["IMAGE_SUFFIXES", "FolderInUse", "OutputFolder", "Unit"]
+__all__ = ["IMAGE_SUFFIXES", "FolderInUse", "OutputFolder", "ResultsExist", "Unit"]
 
 IMAGE_SUFFIXES = (".png", ".tif", ".tiff", ".jpg", ".jpeg", ".bmp")
 
@@ -65,10 +68,24 @@ _WRITTEN_BY = "restore evaluate"
 _WATCH_SECONDS = 0.5  # how often a worker checks that its parent is alive (it exits within this time)
 _JOIN_SECONDS = 5.0  # waiting for a worker to exit after its last task or a SIGKILL (both take milliseconds)
 _DASK_TIMEOUT = "10s"  # waiting for a Dask scheduler before reporting it unreachable
+_UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)  # the file system refuses to write: one clear line
 
 
 class FolderInUse(RuntimeError):
     """Another evaluation is writing into the output folder."""
+
+
+class ResultsExist(FileExistsError):
+    """The output folder holds another run's results, which only ``force`` replaces.
+
+    The message speaks to Python and the command line alike ("the force
+    option"); ``folder``, ``problem`` and ``action`` let a front end phrase
+    its own, e.g. ``f"{folder!r} {problem}: add --force to {action}"``.
+    """
+
+    def __init__(self, folder: Path, problem: str, action: str) -> None:
+        super().__init__(f"{str(folder)!r} {problem}: choose another folder, or use the force option to {action}")
+        self.folder, self.problem, self.action = folder, problem, action
 
 
 @dataclass(frozen=True)
@@ -114,26 +131,31 @@ class OutputFolder:
     # -- set up --------------------------------------------------------------
 
     def __enter__(self) -> OutputFolder:
-        from filelock import FileLock, Timeout
-
         out = self.out
         if out.exists() and not out.is_dir():
             raise ValueError(f"out_dir {str(out)!r} exists and is not a folder")
         resolved, inputs = out.resolve(), self.input_dir.resolve()
         if resolved == inputs or inputs in resolved.parents:
             raise ValueError(f"out_dir {str(out)!r} must not be the image folder or inside it")
-        out.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(out / LOCK, timeout=0)
+        created = [p for p in (out, *out.parents) if not p.exists()][::-1]  # what mkdir makes, outermost first
         try:
-            lock.acquire()
-        except Timeout:
-            raise FolderInUse(f"another restore evaluate is writing into {str(out)!r}: wait for it to finish "
-                              "or choose another output folder") from None
-        self._lock = lock
-        try:
+            out.mkdir(parents=True, exist_ok=True)
+            self._lock = _FolderLock(out / LOCK)
+            if not self._lock.acquire():
+                self._lock = None
+                raise FolderInUse(f"another restore evaluate is writing into {str(out)!r}: wait for it to finish "
+                                  "or choose another output folder")
             self._claim()
-        except BaseException:
+        except BaseException as exc:
+            # a refusal leaves the folder as it was: no lock file, and no folder where there was none
             self._release()
+            for folder in reversed(created):
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+            if isinstance(exc, OSError) and exc.errno in _UNWRITABLE:
+                raise _unwritable(out, exc, created=bool(created)) from None
             raise
         return self
 
@@ -149,11 +171,10 @@ class OutputFolder:
                 if name in OUTPUT_NAMES and name != MANIFEST:
                     (self.out / name).unlink(missing_ok=True)
         elif manifest and manifest.get("finished"):
-            raise FileExistsError(f"{str(self.out)!r} already holds evaluation results: choose another folder "
-                                  "or pass force=True (--force) to replace them")
+            raise ResultsExist(self.out, "already holds evaluation results", "replace them")
         elif manifest and manifest.get("config") != self.config:
-            raise FileExistsError(f"{str(self.out)!r} holds an interrupted run with another configuration: "
-                                  "pass force=True (--force) to start again")
+            raise ResultsExist(self.out, "holds an interrupted run with another configuration (run it again with "
+                               "its own settings to resume it)", "start again")
         keep = owned if manifest and not self.force else set()
         self._files = sorted(keep | {MANIFEST})
         self._write_manifest(finished=False)
@@ -190,6 +211,7 @@ class OutputFolder:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
 
     # -- writing -------------------------------------------------------------
 
@@ -239,6 +261,78 @@ class OutputFolder:
         finally:
             report.close()
         return rows
+
+
+def _unwritable(out: Path, exc: OSError, created: bool) -> PermissionError:
+    """One line naming the folder and what to do, for a folder the file system will not let us write."""
+    why = "its file system is read-only" if exc.errno == errno.EROFS else "permission denied"
+    err = PermissionError(f"cannot {'create' if created else 'write into'} the output folder {str(out)!r} "
+                          f"({why}): choose a folder you can write to")
+    err.errno = exc.errno
+    return err
+
+
+class _FolderLock:
+    """One run at a time per folder: an OS lock on a lock file, which is removed when the lock is released.
+
+    The lock (``flock``) dies with its process, however it dies. The file is
+    removed while it is still locked, and a run that locks a file checks that
+    its name still leads to it (else another run removed it meanwhile, and it
+    tries again), so two runs never both hold it. Where ``fcntl`` is missing
+    (Windows), :mod:`filelock` locks the file and removes it on release.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._other: Any = None
+
+    def acquire(self) -> bool:
+        """Lock without waiting; False when another run holds the lock (nothing created then)."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            from filelock import FileLock, Timeout
+
+            self._other = FileLock(self.path, timeout=0)
+            try:
+                self._other.acquire()
+            except Timeout:
+                self._other = None
+                return False
+            return True
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                ours = os.fstat(fd)
+                try:
+                    named = os.stat(self.path)
+                except FileNotFoundError:
+                    named = None
+            except BlockingIOError:
+                os.close(fd)
+                return False
+            except BaseException:
+                os.close(fd)
+                raise
+            if named is not None and (named.st_dev, named.st_ino) == (ours.st_dev, ours.st_ino):
+                self._fd = fd
+                return True
+            os.close(fd)  # the run that held it removed it as we opened it: lock the new one
+
+    def release(self) -> None:
+        """Remove the lock file, then unlock."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            os.close(self._fd)
+            self._fd = None
+        if self._other is not None:  # pragma: no cover - Windows
+            self._other.release()
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            self._other = None
 
 
 def _read_partial(path: Path, columns: Sequence[str], types: Mapping[str, type],
