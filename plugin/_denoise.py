@@ -415,7 +415,8 @@ def photon_model(control: Control, source: Source, params: DenoiseParams, cache:
     est = cache.get(key) if cache is not None else None
     if est is None:
         est = yield from control.call(_estimate_photons, noise_sample(source, params.n_spatial), span=span,
-                                      text=f"Estimating the photon noise of {source.layer.name!r}\u2026")
+                                      text=f"Estimating the photon noise of {getattr(source.layer, 'name', '')!r}"
+                                           "\u2026")
         if cache is not None:
             cache.set(key, est)
     if params.gain is None and not est.gain > 0:

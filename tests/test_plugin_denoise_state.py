@@ -184,6 +184,26 @@ def test_layers_start_as_their_axes_and_metadata_say(make_napari_viewer, qtbot, 
     assert widget.noise.value == "gaussian" and not errors
 
 
+def test_the_choice_for_a_file_is_remembered_between_sessions(make_napari_viewer, qtbot, errors, tmp_path,
+                                                                monkeypatch):
+    from restore_napari import _denoise
+
+    path = tmp_path / "stack.npy"
+    np.save(path, _noisy((8, 64, 64)))
+    viewer = make_napari_viewer()
+    widget = dock(viewer, qtbot, DENOISE)
+    [layer] = viewer.open(str(path))
+    widget.image.value = layer
+    widget.process.value = True  # for this file
+    widget.image.value = viewer.add_image(_noisy((8, 64, 64), seed=5), name="other")
+    widget.process.value = False  # the last choice, on another layer
+    monkeypatch.setattr(_denoise, "_LAYER_CHOICES", {}, raising=False)  # a new session: nothing in memory
+    again = dock(viewer, qtbot, DENOISE)
+    [reopened] = viewer.open(str(path))
+    again.image.value = reopened
+    assert again.process.value is True and not errors
+
+
 # ---------------------------------------------------------------------------
 # Item 17: the volume preview reuses its sub-volume
 # ---------------------------------------------------------------------------
