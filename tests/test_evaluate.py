@@ -317,7 +317,7 @@ def _run_cli_where_writes_fail(how, image_dir, parent, out):
                 ["unshare", "--mount", "sh", "-c", f"mount --bind {parent} {parent} && "
                  f"mount -o remount,bind,ro {parent}"], capture_output=True).returncode:
             pytest.skip("cannot make a read-only mount here (unshare --mount)")
-        script = f'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
+        script = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
         cmd = ["unshare", "--mount", "sh", "-c", script, "sh", str(parent), *cmd]
     else:  # permission denied: a folder without write permission, for a user without root's capabilities
         parent.chmod(0o555)
@@ -450,3 +450,31 @@ def test_markdown_with_one_draw_claims_no_spread():
     md = markdown_table(rows)
     assert "| db3 | 5 | 30.00 |" in md and "±" not in md
     assert "1 noise draw." in md
+
+
+def test_importing_the_evaluations_loads_no_heavy_library():
+    """What the command line's parser reads (names, constants, signatures' defaults) costs no numba, sklearn."""
+    code = """if True:
+        import inspect, sys
+        import restore.evaluate as ev
+        for name in ev.__all__:
+            obj = getattr(ev, name)
+            if callable(obj) and not isinstance(obj, type):
+                inspect.signature(obj)
+        heavy = sorted(m for m in ("sklearn", "numba", "matplotlib", "dask", "scipy", "skimage", "pywt", "tqdm")
+                       if m in sys.modules)
+        assert not heavy, heavy
+    """
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_copied_defaults_agree_with_their_sources():
+    import inspect
+
+    from restore.denoise import NOISE_MODELS
+    from restore.evaluate import evaluate_inpainting, evaluate_volumes
+    from restore.inpainting import PASS_STRIDE
+
+    assert inspect.signature(evaluate_volumes).parameters["noises"].default == NOISE_MODELS
+    assert inspect.signature(evaluate_inpainting).parameters["stride"].default == PASS_STRIDE

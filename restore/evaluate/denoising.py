@@ -19,8 +19,6 @@ from pathlib import Path
 import numpy as np
 
 from .._validation import check_choice, check_int, check_number, check_wavelet
-from ..denoise import PlaneDenoiser, lam_from_threshold, log_search
-from ..proximal import PENALTIES
 from .report import LAM_MODES, PAPER_ORDER, csv_text, markdown_table, write_plot
 from .runner import IMAGE_SUFFIXES, OutputFolder, Unit
 
@@ -67,6 +65,8 @@ class EvaluationConfig:
 
     def validate(self) -> None:
         """Raise ValueError on an invalid setting."""
+        from ..proximal import PENALTIES  # here: it loads numba, which naming the settings does not need
+
         if not self.sigmas:
             raise ValueError("sigmas is empty: give at least one noise level")
         for s in self.sigmas:
@@ -129,6 +129,8 @@ def _psnr(x: np.ndarray, ref: np.ndarray) -> float:
 def run_unit(clean: np.ndarray, name: str, image_index: int, sigma: float, draw: int,
              config: EvaluationConfig) -> list[dict]:
     """Evaluate every wavelet, penalty and lam mode on one noisy image."""
+    from ..denoise import PlaneDenoiser, lam_from_threshold, log_search
+
     rng = np.random.default_rng([config.seed, image_index, int(round(sigma * 1000)), draw])
     noisy = clean + sigma * rng.standard_normal(clean.shape)
     rows = []

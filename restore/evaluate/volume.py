@@ -25,7 +25,6 @@ import numpy as np
 from .._files import read_image, tiff_info
 from .._stores import is_zarr, open_zarr
 from .._validation import check_choice, check_image, check_int, check_number
-from ..denoise import NOISE_MODELS, denoise_wavelet_tree
 from ..noise import anscombe, inverse_anscombe
 from .report import csv_text, volume_table, write_volume_plot
 from .runner import OutputFolder, Unit
@@ -55,6 +54,10 @@ MIN_SIDE = 4
 # on a stack of 16 or 32 planes is the protocol's choice, not a mistake, so it is silenced where it arises.
 _LEVEL_WARNING = r"Level value of \d+ is too high"
 
+# restore.denoise.NOISE_MODELS, copied (a test checks that they agree): importing restore.denoise loads numba,
+# which reading this module's names and defaults (the command line's --help) must not
+_NOISE_MODELS = ("gaussian", "poisson-gaussian")
+
 _BM4D_NOTE = "bm4d: skipped, the `bm4d` package is not installed (`pip install bm4d` to add it)"
 
 
@@ -73,7 +76,7 @@ class VolumeConfig:
         What was skipped and why, one line each (written under the table).
     """
 
-    noises: tuple[str, ...] = NOISE_MODELS
+    noises: tuple[str, ...] = _NOISE_MODELS
     sigmas: tuple[float, ...] = (PROTOCOL_SIGMA,)
     peaks: tuple[float, ...] = (PROTOCOL_PEAK,)
     read_noises: tuple[float, ...] = (PROTOCOL_READ_NOISE,)
@@ -87,9 +90,9 @@ class VolumeConfig:
     def validate(self) -> None:
         """Raise ValueError, naming the parameter and its value, on an invalid setting."""
         if not self.noises:
-            raise ValueError(f"noises is empty: give one or more of {', '.join(NOISE_MODELS)}")
+            raise ValueError(f"noises is empty: give one or more of {', '.join(_NOISE_MODELS)}")
         for n in self.noises:
-            check_choice("noise", n, NOISE_MODELS, plural="noise models")
+            check_choice("noise", n, _NOISE_MODELS, plural="noise models")
         for name, values, strict in (("sigmas", self.sigmas, True), ("peaks", self.peaks, True),
                                      ("read_noises", self.read_noises, False)):
             if not values:
@@ -285,6 +288,8 @@ def _warm_up(setting: tuple) -> None:
     """
     if setting in _WARMED:
         return
+    from ..denoise import denoise_wavelet_tree
+
     tiny = np.random.default_rng(0).random((8, 32, 32))
     for axes in (None, (0, 1, 2)):
         denoise_wavelet_tree(tiny, axes=axes, cycle_spins=2, **_restore_noise(setting))
@@ -324,6 +329,8 @@ def run_volume_unit(clean: np.ndarray, name: str, volume_index: int, setting: tu
         running the unit (all its threads); the warm-up of restore's kernels
         is not counted.
     """
+    from ..denoise import denoise_wavelet_tree
+
     y = _noisy(clean, volume_index, setting, draw, config.seed)
     if method in ("planes", "octree"):
         _warm_up(setting)
@@ -370,7 +377,7 @@ def evaluate_volumes(
     volume_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
     *,
-    noises: Sequence[str] = NOISE_MODELS,
+    noises: Sequence[str] = _NOISE_MODELS,
     sigmas: Sequence[float] = (PROTOCOL_SIGMA,),
     peaks: Sequence[float] = (PROTOCOL_PEAK,),
     read_noises: Sequence[float] = (PROTOCOL_READ_NOISE,),
