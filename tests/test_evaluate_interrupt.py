@@ -64,7 +64,7 @@ def _command(images, out):
 def _interrupt_once(images, out, moment, rng):
     """Start the command, send one SIGINT to its main process at ``moment``; what happened."""
     proc = subprocess.Popen(_command(images, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, cwd=out.parent)
     try:
         need = 1 if moment == "start-up" else 2
         deadline = time.monotonic() + START_SECONDS
@@ -118,7 +118,8 @@ def test_one_sigint_to_the_main_process_always_ends_the_run_under_load(images, t
     assert not any(_alive(w) for w in workers), "a worker outlived its interrupted run"
     # what the interrupted runs finished is kept: the same command resumes, and the result is complete
     for out in folders[:1]:  # (one folder: the other went through the same steps)
-        done = subprocess.run([*_command(images, out), "--quiet"], capture_output=True, text=True, timeout=300)
+        done = subprocess.run([*_command(images, out), "--quiet"], capture_output=True, text=True, timeout=300,
+                              cwd=out.parent)
         assert done.returncode == 0, done.stderr
         with open(out / "results.csv", newline="") as fh:
             rows = list(csv.DictReader(fh))
