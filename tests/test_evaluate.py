@@ -478,3 +478,68 @@ def test_the_copied_defaults_agree_with_their_sources():
 
     assert inspect.signature(evaluate_volumes).parameters["noises"].default == NOISE_MODELS
     assert inspect.signature(evaluate_inpainting).parameters["stride"].default == PASS_STRIDE
+
+
+# ---------------------------------------------------------------------------
+# The PSNR plot: a figure a paper could use
+# ---------------------------------------------------------------------------
+
+
+def _plotted(monkeypatch, rows, tmp_path):
+    """The figure write_plot saves (caught at savefig), drawn."""
+    import matplotlib.figure
+
+    from restore.evaluate.report import write_plot
+
+    saved = []
+    real = matplotlib.figure.Figure.savefig
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
+                        lambda fig, *a, **k: (saved.append(fig), real(fig, *a, **k))[1])
+    monkeypatch.setattr("matplotlib.pyplot.close", lambda *a: None)  # keep it to look at
+    write_plot(rows, tmp_path / "psnr.png")
+    assert (tmp_path / "psnr.png").read_bytes()[:4] == b"\x89PNG"
+    [fig] = saved
+    fig.canvas.draw()
+    return fig
+
+
+def test_the_psnr_plot_tells_methods_and_lam_modes_apart(monkeypatch, tmp_path):
+    from matplotlib.colors import to_hex
+
+    from restore.evaluate.report import PAPER_ORDER
+
+    methods = (*PAPER_ORDER, "bayes_shrink")
+    # each curve has PSNRs of its own, so that a line tells which method and mode it draws
+    level = {(m, mode): 20.0 + 2 * i + (0.5 if mode == "auto" else 0) for i, m in enumerate(methods)
+             for mode in ("oracle", "auto")}
+    rows = [{"image": "a", "sigma": s, "wavelet": w, "method": m, "lam_mode": mode, "draw": 0, "lam": 1.0,
+             "psnr": level[(m, mode)] - s / 10, "seconds": 0.1}
+            for w in ("haar", "db3") for s in (10.0, 25.0, 50.0) for m in methods for mode in ("oracle", "auto")
+            if not (m == "bayes_shrink" and mode == "oracle")]
+    fig = _plotted(monkeypatch, rows, tmp_path)
+    colours, styles = {}, {}
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            x, y = line.get_xdata(), line.get_ydata()
+            if len(x) != 3:
+                continue
+            [key] = [k for k, v in level.items() if np.allclose(np.asarray(y) + np.asarray(x) / 10, v)]
+            colours.setdefault(key[0], set()).add(to_hex(line.get_color()))
+            styles.setdefault(key[1], set()).add(line.get_linestyle())
+    assert set(colours) == set(methods)
+    assert all(len(c) == 1 for c in colours.values()), colours  # a method keeps its colour in both modes
+    assert len({c for cs in colours.values() for c in cs}) == len(methods), colours  # one colour per method
+    assert all(len(s) == 1 for s in styles.values()) and styles["oracle"] != styles["auto"], styles
+    # the legends name every method, and show which line style is which lam mode
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes)]
+    entries = {t.get_text(): h for lg in legends if lg is not None
+               for t, h in zip(lg.get_texts(), lg.legend_handles, strict=True)}
+    assert all(any(m in text for text in entries) for m in methods), list(entries)
+    [oracle] = [h for t, h in entries.items() if "oracle" in t and not any(m in t for m in methods)]
+    [auto] = [h for t, h in entries.items() if "auto" in t and not any(m in t for m in methods)]
+    assert (oracle.get_linestyle(), auto.get_linestyle()) == (styles["oracle"].pop(), styles["auto"].pop())
+    # plain sigma ticks
+    for ax in fig.axes:
+        labels = {t.get_text() for t in ax.get_xticklabels() if t.get_visible() and t.get_text()}
+        labels |= {t.get_text() for t in ax.xaxis.get_minorticklabels() if t.get_visible() and t.get_text()}
+        assert labels == {"10", "25", "50"}, labels

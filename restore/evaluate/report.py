@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["LAM_MODES", "PAPER_ORDER", "csv_text", "inpainting_table", "markdown_table", "patches_table",
-           "summarize", "volume_table", "write_plot", "write_volume_plot"]
+__all__ = ["LAM_MODES", "METHOD_COLOURS", "MODE_STYLES", "PAPER_ORDER", "csv_text", "inpainting_table",
+           "markdown_table", "patches_table", "summarize", "volume_table", "write_plot", "write_volume_plot"]
 
 #: The penalties in the column order of the paper's Table 1.
 PAPER_ORDER = ("l0", "tree_l0", "l1", "tree_l2", "tree_linf")
@@ -89,33 +89,67 @@ def markdown_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+#: One colour per method, the same in every panel and run (Okabe and Ito's palette, safe for colour-blind
+#: readers); BayesShrink, the reference, in black.
+METHOD_COLOURS = {"l0": "#0072B2", "tree_l0": "#D55E00", "l1": "#009E73", "tree_l2": "#CC79A7",
+                  "tree_linf": "#E69F00", "bayes_shrink": "#000000"}
+#: One line style per lam mode, shown in a legend of its own.
+MODE_STYLES = {"oracle": "-", "auto": "--"}
+_MODE_LABELS = {"oracle": "oracle (best PSNR)", "auto": "automatic (noisy image)"}
+_SPARE_COLOURS = ("#56B4E9", "#F0E442", "#7F7F7F", "#8C564B")  # methods not in METHOD_COLOURS, in order
+
+
 def write_plot(rows: list[dict], path: Path) -> None:
-    """PSNR against sigma, one panel per wavelet, one line per method and lam mode (PNG)."""
+    """PSNR against sigma, one panel per wavelet, a colour per method and a line style per lam mode (PNG).
+
+    The sigma axis is logarithmic with ticks at the sigmas evaluated, in plain
+    numbers; two legends beside the panels name the methods (colours) and
+    the lam modes (line styles).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     stats = summarize(rows)
     wavelets = sorted({k[1] for k in stats}, key=lambda w: (w != "haar", w))
-    fig, axes = plt.subplots(1, len(wavelets), figsize=(5.5 * len(wavelets), 4.2), squeeze=False)
+    known = (*PAPER_ORDER, "bayes_shrink")
+    methods = [m for m in known if any(k[3] == m for k in stats)]
+    methods += sorted({k[3] for k in stats} - set(known))
+    spare = iter(_SPARE_COLOURS * len(methods))
+    colour = {m: METHOD_COLOURS.get(m) or next(spare) for m in methods}
+    modes = [m for m in LAM_MODES if any(k[0] == m for k in stats)]
+    sigmas = sorted({k[2] for k in stats})
+    fig, axes = plt.subplots(1, len(wavelets), figsize=(4.2 * len(wavelets) + 1.9, 3.6), squeeze=False,
+                             sharey=True)
     for ax, wavelet in zip(axes[0], wavelets, strict=True):
-        for m in (*PAPER_ORDER, "bayes_shrink"):
-            for mode, style in (("oracle", "-"), ("auto", "--")):
+        for m in methods:
+            for mode in modes:
                 pts = sorted((k[2], v[0]) for k, v in stats.items() if k[:2] == (mode, wavelet) and k[3] == m)
                 if pts:
                     s, p = zip(*pts, strict=True)
-                    label = m if m == "bayes_shrink" else f"{m} ({mode})"
-                    ax.plot(s, p, style, marker="o", ms=3, label=label)
+                    ax.plot(s, p, MODE_STYLES.get(mode, ":"), color=colour[m], marker="o", ms=3.5, lw=1.4)
         ax.set_xscale("log")
-        ax.set_xlabel("noise sigma (0-255)")
-        ax.set_ylabel("PSNR (dB)")
-        ax.set_title(f"wavelet {wavelet}")
+        # ticks at the sigmas evaluated, as plain numbers (a log axis would label 2×10¹ and such)
+        ax.xaxis.set_major_locator(FixedLocator(sigmas))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xlabel("noise sigma (0-255 scale)")
+        ax.set_title(f"wavelet {wavelet}", fontsize=10)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+    axes[0][0].set_ylabel("PSNR (dB)")
+    method_handles = [Line2D([], [], color=colour[m], marker="o", ms=3.5, lw=1.4) for m in methods]
+    mode_handles = [Line2D([], [], color="0.25", ls=MODE_STYLES.get(mode, ":"), lw=1.4) for mode in modes]
+    fig.tight_layout(rect=(0, 0, 1 - 1.9 / fig.get_figwidth(), 1))
+    fig.legend(method_handles, methods, title="method", loc="upper left", bbox_to_anchor=(
+        1 - 1.85 / fig.get_figwidth(), 0.95), fontsize=8, title_fontsize=8, frameon=False)
+    fig.legend(mode_handles, [_MODE_LABELS.get(m, m) for m in modes], title="lam", loc="lower left",
+               bbox_to_anchor=(1 - 1.85 / fig.get_figwidth(), 0.08), fontsize=7, title_fontsize=8, frameon=False,
+               handlelength=2.6)
     try:
-        fig.savefig(path, dpi=110, format="png")
+        fig.savefig(path, dpi=150, format="png", bbox_inches="tight", pad_inches=0.05)  # the legends whole
     finally:
         plt.close(fig)
 
