@@ -125,3 +125,19 @@ def test_one_sigint_to_the_main_process_always_ends_the_run_under_load(images, t
             rows = list(csv.DictReader(fh))
         assert len(rows) == 4 * 3 * (2 * 2 + 1)  # images x sigmas x (penalties x lam modes + BayesShrink)
         assert len({(r["image"], r["sigma"], r["method"], r["lam_mode"]) for r in rows}) == len(rows)
+
+
+def test_a_unit_failing_in_a_worker_raises_its_error_and_leaves_no_worker(tmp_path):
+    import math
+
+    from restore.evaluate.runner import OutputFolder, Unit
+
+    units = [Unit((i,), math.sqrt, (-1.0,), frozenset({(i,)})) for i in range(3)]
+    before = _children(os.getpid())
+    with OutputFolder(tmp_path / "out", {"task": "test"}, force=False, input_dir=tmp_path / "in") as folder:
+        with pytest.raises(ValueError, match="math domain error"):
+            folder.run(units, lambda r: (r["i"],), ("i",), {}, False, 2, None)
+    from multiprocessing import resource_tracker
+
+    tracker = {resource_tracker._resource_tracker._pid}  # multiprocessing's, alive as long as this process
+    assert not [c for c in _children(os.getpid()) - before - tracker if _alive(c)]

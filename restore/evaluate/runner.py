@@ -66,7 +66,7 @@ LOCK = ".restore-evaluate.lock"
 OUTPUT_NAMES = ("results.csv", "table.md", "psnr.png", PARTIAL, MANIFEST)
 _WRITTEN_BY = "restore evaluate"
 _WATCH_SECONDS = 0.5  # how often a worker checks that its parent is alive (it exits within this time)
-_JOIN_SECONDS = 5.0  # waiting for a worker to exit after its last task or a SIGKILL (both take milliseconds)
+_JOIN_SECONDS = 5.0  # reaping a worker after its SIGKILL (milliseconds; a bound, should the kernel be slow)
 _DASK_TIMEOUT = "10s"  # waiting for a Dask scheduler before reporting it unreachable
 _UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)  # the file system refuses to write: one clear line
 
@@ -489,7 +489,8 @@ def _execute_local(tasks: list[tuple], n_workers: int) -> Iterator[list[dict]]:
                                        "running a unit: finished units are kept; run again to resume") from None
                 if message[0] == "error":
                     exc = message[1]
-                    exc.add_note(f"in an evaluation worker process:\n{message[2]}")
+                    if hasattr(exc, "add_note"):  # Python 3.11+: the worker's traceback, under the main one
+                        exc.add_note(f"in an evaluation worker process:\n{message[2]}")
                     raise exc
                 if message[0] == "done":
                     remaining -= 1
@@ -501,14 +502,19 @@ def _execute_local(tasks: list[tuple], n_workers: int) -> Iterator[list[dict]]:
                     waiting.remove(conn)
                     with contextlib.suppress(OSError):
                         conn.send(None)
-        for proc in procs:
-            proc.join(_JOIN_SECONDS)
+        for conn in waiting:  # a worker still starting when the last unit finished: it has nothing to do
+            with contextlib.suppress(OSError):
+                conn.send(None)
     finally:
         _stop(procs, conns)
 
 
 def _stop(procs: list[Any], conns: dict[Any, Any]) -> None:
-    """Kill the workers still alive and reap them; close our pipes. Never waits on a worker."""
+    """Kill the workers still alive and reap them; close our pipes. Never waits on a worker's own steps.
+
+    After the last unit too: a worker's results are in, and its interpreter's
+    exit (seconds on a loaded machine) is nothing to wait for.
+    """
     for proc in procs:
         if proc.pid is not None and proc.exitcode is None:
             with contextlib.suppress(OSError):
