@@ -6,26 +6,35 @@ For each signal ``x`` (a row of ``X``) with known entries ``M``::
 
 solved by FISTA (Beck and Teboulle) with the proximal operators of the one
 core, for many signals at once: the gradient steps are matrix products over
-a batch and the prox runs row-parallel in the numba kernels.
+a chunk of signals and the prox runs in the numba kernels. Each chunk is
+solved from its first iteration to its last by one thread, BLAS included:
+threads meet once a chunk, not at every iteration.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import wait
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
-from ._config import CODING_BATCH
+from ._config import CODING_BATCH, default_num_threads, single_threaded_blas
 from ._progress import Cancelled, ProgressCallback
 from ._validation import check_callable, check_int, check_matrix, check_number
-from .proximal import _map_rows, _penalty_rows, _prox_range, check_penalty
+from .proximal import _get_pool, _penalty_rows, _prox_range, check_penalty
 from .tree import Tree
 
 __all__ = ["Cancelled", "sparse_encode"]
 
 _CHECK_EVERY = 10  # FISTA iterations between checks of the objective (a check costs about one iteration)
+
+# Signals that one thread codes alone, first iteration to last, unless the caller says otherwise (a batch is cut
+# into chunks of this many rows whatever the number of threads, so a code does not depend on it): large enough
+# that Python's overhead per iteration (and its lock) stays small beside the products, small enough that a
+# chunk's arrays stay in cache and a batch of 4096 keeps every core busy.
+_CHUNK_ROWS = 512
 
 
 def _lipschitz(D: np.ndarray, M: np.ndarray | None, n: int, spectrum: tuple[np.ndarray, np.ndarray] | None,
@@ -82,14 +91,15 @@ class _Rows:
 
 def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float | np.ndarray, penalty: str,
            tree: Tree | None, A0: np.ndarray | None, max_iter: int, tol: float, positive: bool,
-           spectrum: tuple[np.ndarray, np.ndarray] | None, n_threads: int | None = None,
-           fast: bool = False) -> tuple[np.ndarray, int]:
-    """FISTA on one batch; X (n, m), D (k, m), M (n, m) bool, float weights or None. Returns codes and iterations.
+           spectrum: tuple[np.ndarray, np.ndarray] | None, fast: bool = False) -> tuple[np.ndarray, int]:
+    """FISTA on one chunk, in the calling thread; X (n, m), D (k, m), M (n, m) bool, float weights or None.
+
+    Returns codes and iterations.
 
     Each signal stops on its own: every ``_CHECK_EVERY`` iterations, a
     signal whose objective fell by at most ``tol`` (relative) since the
-    last check is done and leaves the batch, so a signal's code does not
-    depend on which other signals are coded with it.
+    last check is done and leaves the chunk, so which other signals are
+    coded with it changes a signal's code only by rounding (of the products).
 
     Without a mask the gradient uses the Gram matrix (k x k, float64, or
     float32 when ``fast``: 1.3x faster, for callers that need no more than
@@ -131,15 +141,10 @@ def _fista(X: np.ndarray, D: np.ndarray, M: np.ndarray | None, lam: float | np.n
             G = (w.Y32 if fast else w.Y) @ gram
         else:
             G = ((w.Y32 @ Df) * w.Mf) @ Df.T
-        inv_L = 1.0 / w.L
-
-        def step(r0, r1, G=G, w=w, inv_L=inv_L, prox_range=prox_range):
-            # gradient step, prox and momentum of rows r0..r1-1, in one thread
-            _core.fista_gradient_step(w.A_new, w.Y, G, w.DXt, inv_L, positive, r0, r1)
-            prox_range(w.A_new, r0, r1)
-            _core.fista_momentum(w.A_new, w.A, w.Y, w.Y32, w.t, r0, r1)
-
-        _map_rows(step, len(w.idx), 4 * k, n_threads)
+        n_rows = len(w.idx)
+        _core.fista_gradient_step(w.A_new, w.Y, G, w.DXt, 1.0 / w.L, positive, 0, n_rows)
+        prox_range(w.A_new, 0, n_rows)
+        _core.fista_momentum(w.A_new, w.A, w.Y, w.Y32, w.t, 0, n_rows)
         w.A, w.A_new = w.A_new, w.A
         if not ((it % _CHECK_EVERY == 0 and it < max_iter) or (it == max_iter and M is not None)):
             continue
@@ -274,7 +279,7 @@ def _sparse_encode(X: np.ndarray, D: np.ndarray, *, lam: float | np.ndarray, pen
                    mask: np.ndarray | None = None, init: np.ndarray | None = None, max_iter: int, tol: float,
                    positive: bool = False, batch_size: int, progress: ProgressCallback | None = None,
                    spectrum: tuple[np.ndarray, np.ndarray] | None = None, n_threads: int | None = None,
-                   fast: bool = False) -> tuple[np.ndarray, int]:
+                   fast: bool = False, chunk_rows: int = _CHUNK_ROWS) -> tuple[np.ndarray, int]:
     """Unvalidated sparse coding over batches; returns codes and the largest iteration count.
 
     ``mask`` is None, boolean, or float weights in [0, 1] of the squared
@@ -283,25 +288,43 @@ def _sparse_encode(X: np.ndarray, D: np.ndarray, *, lam: float | np.ndarray, pen
     ``lam`` is one value or one per signal (float64 (n,)); ``spectrum`` is
     ``eigh(D @ D.T)`` when the caller codes many batches over the same D;
     ``fast`` takes the unmasked products in float32 (see :func:`_fista`).
+
+    Each batch is cut into chunks of ``chunk_rows`` signals, coded on up
+    to ``n_threads`` threads (default: all CPUs; 1 codes in the calling
+    thread, for callers that run their own threads), every chunk on one,
+    with BLAS on one thread: the codes do not depend on ``n_threads``.
     """
     M, A0 = mask, init
     n = X.shape[0]
+    n_threads = default_num_threads() if n_threads is None else n_threads
     out = np.empty((n, D.shape[0]))
-    if spectrum is None and D.shape[0] > 0:
-        spectrum = np.linalg.eigh(D @ D.T)
     n_iter = 0
     starts = range(0, n, max(1, int(batch_size)))
-    for b, s in enumerate(starts):
-        e = min(n, s + batch_size)
-        Mb = None if M is None else M[s:e]
-        if Mb is not None and np.all(Mb == 1):
-            Mb = None
-        lam_b = lam if np.ndim(lam) == 0 else lam[s:e]
-        out[s:e], it = _fista(X[s:e], D, Mb, lam_b, penalty, tree, None if A0 is None else A0[s:e],
-                              max_iter, tol, positive, spectrum, n_threads, fast)
-        n_iter = max(n_iter, it)
-        if progress is not None:
-            progress(b + 1, len(starts))
+    with single_threaded_blas():
+        if spectrum is None and D.shape[0] > 0:
+            spectrum = np.linalg.eigh(D @ D.T)
+        for b, s in enumerate(starts):
+            e = min(n, s + batch_size)
+            chunks = []
+            for c0 in range(s, e, chunk_rows):
+                c1 = min(e, c0 + chunk_rows)
+                Mc = None if M is None else M[c0:c1]
+                if Mc is not None and np.all(Mc == 1):
+                    Mc = None
+                chunks.append((c0, c1, (X[c0:c1], D, Mc, lam if np.ndim(lam) == 0 else lam[c0:c1], penalty, tree,
+                                        None if A0 is None else A0[c0:c1], max_iter, tol, positive, spectrum, fast)))
+            if n_threads <= 1 or len(chunks) <= 1:
+                results = [_fista(*args) for _, _, args in chunks]
+            else:
+                pool = _get_pool(n_threads)
+                futures = [pool.submit(_fista, *args) for _, _, args in chunks]
+                wait(futures)  # none left running when one failed
+                results = [f.result() for f in futures]
+            for (c0, c1, _), (codes, it) in zip(chunks, results, strict=True):
+                out[c0:c1] = codes
+                n_iter = max(n_iter, it)
+            if progress is not None:
+                progress(b + 1, len(starts))
     return out, n_iter
 
 

@@ -13,7 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._config import CODING_BATCH, DEFAULT_BRANCHING, DEFAULT_CODE_LAM
+from ._config import CODING_BATCH, DEFAULT_BRANCHING, DEFAULT_CODE_LAM, single_threaded_blas
 from ._io import atomic_path
 from ._progress import ProgressCallback
 from ._validation import check_callable, check_choice, check_int, check_matrix, check_number
@@ -26,7 +26,10 @@ __all__ = ["TreeDictionaryLearning"]
 # An atom whose accumulated squared code A_jj is below this was never used: the codes of unit-norm signals
 # are O(1), so this is zero up to rounding.
 _UNUSED = 1e-10
-
+# Signals of a mini-batch coded by one thread (mini-batches follow one another, so threads share each one): the
+# default mini-batch of 256 in halves keeps two cores busy; smaller pieces lose more to Python's per-iteration
+# overhead than they gain (see benchmarks/bench_load.py).
+_CODE_CHUNK = 128
 
 
 def _check_random_state(random_state: Any) -> None:
@@ -258,7 +261,8 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         X, M = self._check_X(X, mask, reset=first)
         if first:
             self._init(X, M, _generator(self.random_state))
-        self._step(X, M)
+        with single_threaded_blas():
+            self._step(X, M)
         return self
 
     def fit(self, X: ArrayLike, y: None = None, *, mask: ArrayLike | None = None) -> TreeDictionaryLearning:
@@ -287,14 +291,16 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
             bs = int(self.batch_size)
             n_batches = -(-n // bs) * int(self.n_epochs)
             done = 0
-            for _ in range(int(self.n_epochs)):
-                order = gen.permutation(n)
-                for s in range(0, n, bs):
-                    idx = np.sort(order[s:s + bs])
-                    self._step(X[idx], None if M is None else M[idx])
-                    done += 1
-                    if self.progress is not None:
-                        self.progress(done, n_batches)
+            # the mini-batches' products are small: BLAS's own threads would only wait for them, spinning
+            with single_threaded_blas():
+                for _ in range(int(self.n_epochs)):
+                    order = gen.permutation(n)
+                    for s in range(0, n, bs):
+                        idx = np.sort(order[s:s + bs])
+                        self._step(X[idx], None if M is None else M[idx])
+                        done += 1
+                        if self.progress is not None:
+                            self.progress(done, n_batches)
         except BaseException:
             self.__dict__.clear()
             self.__dict__.update(saved)
@@ -306,7 +312,8 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         # single-precision products (the statistics are stochastic anyway)
         codes, _ = _sparse_encode(X, D, lam=float(self.lam), penalty=self.penalty, tree=self.tree_, mask=M,
                                   max_iter=int(self.max_code_iter), tol=float(self.tol),
-                                  positive=bool(self.positive_code), batch_size=CODING_BATCH, fast=True)
+                                  positive=bool(self.positive_code), batch_size=CODING_BATCH, fast=True,
+                                  chunk_rows=_CODE_CHUNK)
         if M is not None:  # fill missing entries with the current model
             X = np.where(M, X, codes @ D)
         self.n_iter_ += 1

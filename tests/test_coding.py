@@ -174,3 +174,61 @@ def test_one_lam_per_signal_codes_each_signal_with_its_own(problem, rng, masked)
         ref = _sparse_encode(X[i:i + 1], D, lam=float(lams[i]), penalty="tree_l2", tree=tree, mask=Mi,
                              max_iter=3000, tol=0.0, batch_size=16)[0]
         np.testing.assert_allclose(A[i], ref[0], atol=1e-5)  # masked products run in float32
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_codes_do_not_depend_on_the_threads(masked, rng, monkeypatch):
+    # a laptop, a cluster node or a busy shared machine: the same signals get the same codes, to the bit,
+    # whatever the number of our threads (RESTORE_NUM_THREADS) and of BLAS's
+    from threadpoolctl import threadpool_limits
+
+    tree = Tree.balanced((10, 3, 3))  # the shipped dictionary's 131 atoms of 8x8 patches
+    D = rng.standard_normal((tree.n_vars, 64))
+    D /= np.linalg.norm(D, axis=1, keepdims=True)
+    X = rng.standard_normal((1500, 64))
+    M = rng.random(X.shape) > 0.3 if masked else None
+    codes = []
+    for ours, blas in (("1", 1), ("2", 2), ("3", 1), ("2", 1)):
+        monkeypatch.setenv("RESTORE_NUM_THREADS", ours)
+        with threadpool_limits(blas, user_api="blas"):
+            codes.append(sparse_encode(X, D, lam=0.1, tree=tree, mask=M))
+    for c in codes[1:]:
+        np.testing.assert_array_equal(c, codes[0])
+
+
+def test_overlapping_calls_keep_blas_at_one_thread_and_restore_it(problem):
+    # the coders of two threads overlap (A starts, B starts, A ends, B ends): B must still code with BLAS on one
+    # thread after A ended, and the caller's BLAS threads must be back as they were once both ended
+    import threading
+
+    from threadpoolctl import threadpool_info
+
+    def blas_threads():  # an OpenMP build's count is each thread's own (SPAMS's OpenBLAS): not comparable
+        return [i["num_threads"] for i in threadpool_info()
+                if i["user_api"] == "blas" and i.get("threading_layer") != "openmp"]
+
+    tree, D, X = problem
+    before = blas_threads()
+    a_inside, b_inside, a_done = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def a_progress(done, total):
+        a_inside.set()
+        assert b_inside.wait(10)
+
+    def b_progress(done, total):
+        b_inside.set()
+        assert a_done.wait(10)
+        seen["b after a"] = blas_threads()
+
+    def run_a():
+        sparse_encode(X, D, lam=0.2, tree=tree, progress=a_progress)
+        a_done.set()
+
+    a = threading.Thread(target=run_a)
+    a.start()
+    assert a_inside.wait(10)
+    sparse_encode(X, D, lam=0.2, tree=tree, progress=b_progress)
+    a.join()
+    assert seen["b after a"] == [1] * len(before)
+    assert blas_threads() == before

@@ -202,3 +202,21 @@ def test_a_failed_save_keeps_the_existing_file(rng, tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["precious"]
     with pytest.raises(ValueError, match="is a folder"):
         est.save(tmp_path)
+
+
+def test_the_dictionary_does_not_depend_on_the_threads(rng, monkeypatch):
+    # the same data and seed give the same dictionary, to the bit, on any machine: whatever the number of our
+    # threads (RESTORE_NUM_THREADS) and of BLAS's
+    from threadpoolctl import threadpool_limits
+
+    X, _, _ = tree_sparse_data(rng, n=768, m=64, branching=(10, 3, 3))
+    M = rng.random(X.shape) > 0.2
+    learned = []
+    for ours, blas in (("1", 1), ("2", 2), ("3", 1), ("2", 1)):
+        monkeypatch.setenv("RESTORE_NUM_THREADS", ours)
+        with threadpool_limits(blas, user_api="blas"):
+            est = TreeDictionaryLearning((10, 3, 3), lam=0.1, random_state=0)
+            learned.append((est.fit(X).components_, est.fit(X, mask=M).components_))
+    for full, masked in learned[1:]:
+        np.testing.assert_array_equal(full, learned[0][0])
+        np.testing.assert_array_equal(masked, learned[0][1])

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from threadpoolctl import threadpool_limits
 
-from .._config import default_num_threads
+from .._config import default_num_threads, single_threaded_blas
 from .._progress import ProgressCallback
 from ..coding import _sparse_encode
 from ..learning import TreeDictionaryLearning
@@ -195,7 +194,7 @@ def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
     n_workers = default_num_threads()
     # one batch per core, each coded by one thread, BLAS included (no synchronisation per FISTA
     # iteration); the estimates are added in batch order, so the result does not depend on the timing
-    with threadpool_limits(1, user_api="blas"), \
+    with single_threaded_blas(), \
             ThreadPoolExecutor(n_workers, thread_name_prefix="restore-inpaint") as pool:
         for lam, (r_pos, c_pos) in zip(lams, grids, strict=True):
             def code(b, r_pos=r_pos, c_pos=c_pos, lam=lam):
