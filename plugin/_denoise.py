@@ -1407,6 +1407,7 @@ class DenoiseWidget(RestoreWidget):
                 record["lam"] = [float(params.lam)]
         if result.noise is not None:
             record["noise"] = result.noise.record()
+            record["lam_units"] = "stabilised (generalized Anscombe: noise 1)"  # so are the sigma recorded
         kwargs = layer_kwargs(layer, "", {})
         if result.source.multiscale:
             kwargs["multiscale"] = True

@@ -114,6 +114,7 @@ def test_a_photon_noise_volume_run_never_moves_the_bar_back_and_records_the_lam_
     kw = {"axes": (0, 1, 2), "noise": "poisson-gaussian", "gain": noise["gain"], "sigma": noise["read_noise_sigma"]}
     choice = restore.choose_lam(src.data, **kw)
     assert record["lam"] == [pytest.approx(list(choice.lam))] and record["sigma"] == [list(choice.sigma)]
+    assert "stabilised" in record["lam_units"]
     assert f"{choice.lam[0]:.4g}" in widget.info.value and "gain" in widget.info.value
 
     # a Gaussian volume records its numbers too
