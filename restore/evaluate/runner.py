@@ -375,7 +375,7 @@ def _worker_main(conn: Any) -> None:
     # Ctrl-C was blocked by the parent for the spawn (and so is here): ignoring it discards one pending
     # since, so that a terminal's Ctrl-C reaching the whole group prints no traceback from a worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    _sigmask(signal.SIG_UNBLOCK)
     from threadpoolctl import threadpool_limits
 
     os.environ["RESTORE_NUM_THREADS"] = "1"
@@ -421,11 +421,12 @@ def _sigint_deferred() -> Iterator[None]:
     previous = signal.getsignal(signal.SIGINT) if _main_thread() else None
     if previous is not None:  # None: a handler not set from Python, which Python could not put back
         signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    blocked = _sigmask(signal.SIG_BLOCK)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a SIGINT pending on this thread is recorded now
+        if not blocked:
+            _sigmask(signal.SIG_UNBLOCK)  # a SIGINT pending on this thread is recorded now
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
             if caught and callable(previous):
@@ -436,6 +437,13 @@ def _sigint_deferred() -> Iterator[None]:
 
 def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
+
+
+def _sigmask(how: int) -> bool:
+    """Block or unblock SIGINT in this thread; whether it was blocked before (no signal masks on Windows)."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - Windows: spawned processes inherit no mask
+        return False
+    return signal.SIGINT in signal.pthread_sigmask(how, {signal.SIGINT})
 
 
 def _execute(tasks: list[tuple], n_jobs: int | None, scheduler: str | None) -> Iterator[list[dict]]:
@@ -465,14 +473,15 @@ def _execute_local(tasks: list[tuple], n_workers: int) -> Iterator[list[dict]]:
     conns: dict[Any, Any] = {}  # our end of each worker's pipe -> its process
     try:
         # started first: its launch unblocks SIGINT in this thread (multiprocessing.resource_tracker)
-        resource_tracker.ensure_running()
+        if hasattr(resource_tracker, "ensure_running") and os.name == "posix":
+            resource_tracker.ensure_running()
         with _sigint_deferred():
             for _ in range(n_workers):
                 ours, theirs = ctx.Pipe(duplex=True)
                 proc = ctx.Process(target=_worker_main, args=(theirs,), daemon=True, name="restore-evaluate")
                 procs.append(proc)
                 conns[ours] = proc
-                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # again, should the tracker restart
+                _sigmask(signal.SIG_BLOCK)  # again, should the resource tracker have restarted
                 proc.start()
                 theirs.close()  # the worker holds the other end: its death reads as EOF here
         todo = iter(tasks)
