@@ -32,9 +32,10 @@ Workloads (``--part``, default all):
 
 The other processes of the machine distort both modes: ``others`` gives
 the average number of cores they kept busy while ours ran (from
-``/proc/stat``, minus our own CPU time and, loaded, minus the ``--busy``
-processes); more than ~0.2 means the times are contended. CPU times are
-less sensitive to it than wall times.
+``/proc/stat``, minus our own CPU time and, loaded, minus that of the
+``--busy`` processes); more than ~0.2 means the times are contended. CPU
+times are less sensitive to it than wall times. (The ``Run`` line of the
+results file counts the busy processes among the others.)
 
 Run from the repository root::
 
@@ -86,6 +87,11 @@ def read(folder: Path, name: str) -> np.ndarray:
     raise SystemExit(f"no image {name!r} in {folder}")
 
 
+def channels_last(im: np.ndarray) -> np.ndarray:
+    """Grey (M, N) as (M, N, 1): as the command line passes images, with ``channel_axis=-1``."""
+    return im if im.ndim == 3 else im[..., None]
+
+
 def grey_patches(images: Sequence[np.ndarray], n: int, rng: np.random.Generator, size: int = 8) -> np.ndarray:
     """``n`` random size x size luminance patches of the images (0-1), centred and unit norm, flat ones skipped."""
     out = []
@@ -116,6 +122,18 @@ class Busy:
             time.sleep(START_S)
         return self
 
+    def cpu(self) -> float:
+        """CPU seconds the busy processes used so far (Linux; 0 elsewhere)."""
+        total = 0.0
+        for p in self.procs:
+            try:
+                with open(f"/proc/{p.pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+            except (OSError, IndexError, ValueError):
+                pass
+        return total
+
     def __exit__(self, *exc: object) -> None:
         for p in self.procs:
             p.kill()
@@ -125,13 +143,13 @@ class Busy:
 
 def run(fn: Callable[[], object], busy: int) -> dict:
     """Wall and CPU seconds of one call of ``fn`` beside ``busy`` spinning processes, and the others' cores."""
-    with Busy(busy):
+    with Busy(busy) as spinning:
         watch = CpuWatch()
-        w0, c0 = time.perf_counter(), cpu_seconds()
+        b0, w0, c0 = spinning.cpu(), time.perf_counter(), cpu_seconds()
         fn()
         wall, cpu = time.perf_counter() - w0, cpu_seconds() - c0
-        others = watch.stop()["other_cores"]
-    return {"wall": wall, "cpu": cpu, "others": max(0.0, others - busy)}
+        others = watch.stop()["other_cpu_s"] - (spinning.cpu() - b0)
+    return {"wall": wall, "cpu": cpu, "others": max(0.0, others / wall)}
 
 
 def workloads(args: argparse.Namespace) -> dict[str, tuple[str, Callable[[], object], Callable[[], object]]]:
@@ -140,7 +158,7 @@ def workloads(args: argparse.Namespace) -> dict[str, tuple[str, Callable[[], obj
 
     out = {}
     if "learn" in args.part:
-        imgs = [read(args.data, n) for n in args.learn_images]
+        imgs = [channels_last(read(args.data, n)) for n in args.learn_images]
         out["learn"] = (f"learn_dictionary({', '.join(args.learn_images)}), every default",
                         lambda: restore.learn_dictionary(imgs, channel_axis=-1, rng=0),
                         lambda: restore.learn_dictionary(imgs, channel_axis=-1, n_patches=1000, rng=0))
@@ -153,7 +171,7 @@ def workloads(args: argparse.Namespace) -> dict[str, tuple[str, Callable[[], obj
                                 lambda: restore.sparse_encode(X, D, lam=0.1, tree=tree),
                                 lambda: restore.sparse_encode(X[:500], D, lam=0.1, tree=tree))
     if "inpaint" in args.part and args.inpaint_image != "none":
-        img = read(args.data, args.inpaint_image)
+        img = channels_last(read(args.data, args.inpaint_image))
         mask = read(args.data / "masks", f"{args.inpaint_image}_text1") > 0
         mask = mask if mask.ndim == 2 else mask[..., 0]
         out["inpaint"] = (f"inpaint({args.inpaint_image} {img.shape[1]}x{img.shape[0]}, text1 mask), every default",
