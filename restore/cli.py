@@ -682,12 +682,16 @@ def _main(argv: list[str] | None) -> int:
     args = None
     try:
         from ._progress import Cancelled
+        from .evaluate import ResultsExist
 
         args = build_parser().parse_args(argv)
         try:
             return args.func(args)
         except Cancelled:
             raise KeyboardInterrupt from None
+        except ResultsExist as exc:  # the library speaks of "the force option"; here it is --force
+            raise SystemExit(f"error: {str(exc.folder)!r} {exc.problem}: choose another --out, or add --force to "
+                             f"{exc.action}") from None
         except _expected_errors() as exc:
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise SystemExit(f"error: {text}") from None

@@ -80,8 +80,9 @@ def test_evaluate_command(tmp_path, capsys):
             "--penalties", "tree_l2", "l0", "--jobs", "1", "--quiet"]
     assert main(args) == 0
     assert "| haar | 25 |" in capsys.readouterr().out
-    with pytest.raises(SystemExit, match="--force"):
+    with pytest.raises(SystemExit, match="choose another --out, or add --force to replace them") as info:
         main(args)
+    assert "force=True" not in str(info.value)
     assert main([*args, "--force"]) == 0
 
 
