@@ -34,8 +34,7 @@ The other processes of the machine distort both modes: ``others`` gives
 the average number of cores they kept busy while ours ran (from
 ``/proc/stat``, minus our own CPU time and, loaded, minus that of the
 ``--busy`` processes); more than ~0.2 means the times are contended. CPU
-times are less sensitive to it than wall times. (The ``Run`` line of the
-results file counts the busy processes among the others.)
+times are less sensitive to it than wall times.
 
 Run from the repository root::
 
@@ -187,13 +186,14 @@ def threading_info() -> str:
 
     from restore._config import default_num_threads
 
-    blas = "; ".join(f"{i['internal_api']} {i.get('version')} {i['num_threads']} threads "
+    blas = ", ".join(f"{i['internal_api']} {i.get('version')} {i['num_threads']} threads "
                      f"({i.get('threading_layer', '?')})" for i in threadpool_info()) or "none found"
     try:
         layer = numba.threading_layer()
     except ValueError:  # no parallel region ran: numba's pool never started
         layer = "not started (no numba parallel region ran)"
-    return f"BLAS: {blas}; numba threading layer: {layer}; RESTORE_NUM_THREADS default: {default_num_threads()}"
+    return (f"BLAS between calls: {blas}; numba threading layer: {layer}; restore's threads: "
+            f"{default_num_threads()} (RESTORE_NUM_THREADS)")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
