@@ -245,6 +245,12 @@ def sparse_encode(
     are not convex: FISTA then finds a good stationary point, not
     necessarily the global minimum.
 
+    The signals are coded in chunks of 512 on ``RESTORE_NUM_THREADS``
+    threads (default: one per CPU), each chunk by one thread with NumPy's
+    BLAS on one thread for the duration of the call (thread pools that
+    wait for each other at every iteration spin on a busy machine): the
+    codes do not depend on the number of threads.
+
     Examples
     --------
     >>> import numpy as np

@@ -123,7 +123,11 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
     by random training signals. With a ``mask`` of known entries (random
     pixel loss leaves few complete patches), codes fit the known entries
     only and the missing ones are filled with the current reconstruction
-    before the dictionary update.
+    before the dictionary update. Each mini-batch is coded in pieces of
+    128 signals on up to ``RESTORE_NUM_THREADS`` threads, with BLAS on one
+    thread during ``fit`` and ``partial_fit``: the same data and
+    ``random_state`` give the same dictionary whatever the number of
+    threads.
 
     References
     ----------
