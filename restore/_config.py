@@ -23,6 +23,14 @@ DEFAULT_BRANCHING: tuple[int, ...] = (10, 3, 3)
 #: lam of the codes of centred, unit-norm signals, unless told otherwise (estimator and learn_dictionary).
 DEFAULT_CODE_LAM = 0.1
 
+#: The noise models of denoise_wavelet_tree and of the evaluations: white Gaussian, and photon (Poisson) noise
+#: plus Gaussian read noise.
+NOISE_MODELS: tuple[str, ...] = ("gaussian", "poisson-gaussian")
+
+#: Step of each inpainting pass's patch grid, in pixels: a pass codes 1/stride**2 of the patches touching the
+#: mask.
+PASS_STRIDE = 4
+
 #: Signals coded together by sparse_encode and transform: memory O(batch * (atoms + features)), about 40 MB
 #: for 131 atoms of 64 features, and batches large enough that matrix products dominate Python's overhead.
 CODING_BATCH = 4096

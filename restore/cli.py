@@ -486,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     # choices and defaults from the library's source, not its modules: --help imports no numba, SciPy or sklearn
     STREAM_VOXELS = constant("restore._stores", "STREAM_VOXELS")
-    NOISE_MODELS = constant("restore.denoise", "NOISE_MODELS")
+    NOISE_MODELS = constant("restore._config", "NOISE_MODELS")
     VOLUME_METHODS = constant("restore.evaluate.volume", "VOLUME_METHODS")
     PENALTIES = constant("restore.proximal", "PENALTIES")
     TREE_PENALTIES = constant("restore.proximal", "TREE_PENALTIES")

@@ -12,7 +12,7 @@ import pywt
 from numpy.typing import ArrayLike, NDArray
 
 from ._cache import call_scope, lru_bytes
-from ._config import default_num_threads
+from ._config import NOISE_MODELS, default_num_threads
 from ._progress import BlockSteps, ProgressCallback, Steps
 from ._validation import (
     check_callable,
@@ -37,7 +37,6 @@ from .wavelet import band_layout, default_level, level_splits, wavelet_forward, 
 __all__ = ["NOISE_MODELS", "LamChoice", "choose_lam", "denoise_wavelet_tree", "estimate_sigma"]
 
 CONVEX = ("l1", "tree_l2", "tree_linf")
-NOISE_MODELS = ("gaussian", "poisson-gaussian")
 
 _log = logging.getLogger(__name__)
 

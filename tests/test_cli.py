@@ -280,7 +280,7 @@ def test_ctrl_c_prints_one_line_exits_130_and_writes_nothing(command, tmp_path):
     out = tmp_path / ("o.npz" if command == "learn" else "o.png")
     argv = {"denoise": ["denoise", src, out, "--cycle-spins", "16"],
             "inpaint": ["inpaint", src, msk, out, "--quiet"],
-            "learn": ["learn", src, "--out", out, "--epochs", "20"]}[command]
+            "learn": ["learn", src, "--out", out, "--epochs", "20", "--quiet"]}[command]
     proc = subprocess.Popen([sys.executable, "-m", "restore.cli", *map(str, argv)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     time.sleep(4.0)

@@ -469,17 +469,6 @@ def test_importing_the_evaluations_loads_no_heavy_library():
     assert done.returncode == 0, done.stderr
 
 
-def test_the_copied_defaults_agree_with_their_sources():
-    import inspect
-
-    from restore.denoise import NOISE_MODELS
-    from restore.evaluate import evaluate_inpainting, evaluate_volumes
-    from restore.inpainting import PASS_STRIDE
-
-    assert inspect.signature(evaluate_volumes).parameters["noises"].default == NOISE_MODELS
-    assert inspect.signature(evaluate_inpainting).parameters["stride"].default == PASS_STRIDE
-
-
 # ---------------------------------------------------------------------------
 # The PSNR plot: a figure a paper could use
 # ---------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._config import PASS_STRIDE
 from .._validation import check_int
 from .report import csv_text, inpainting_table
 from .runner import IMAGE_SUFFIXES, OutputFolder, Unit
@@ -17,9 +18,6 @@ __all__ = ["INPAINT_COLUMNS", "INPAINT_METHODS", "evaluate_inpainting", "run_inp
 
 INPAINT_COLUMNS = ("image", "mask", "method", "psnr", "seconds")
 INPAINT_METHODS = ("tree_dictionary", "biharmonic", "telea")
-# restore.inpainting.PASS_STRIDE, copied (a test checks that they agree): importing that package loads
-# scikit-learn, which reading this module's defaults (the command line's --help) must not
-_PASS_STRIDE = 4
 
 
 def _read_colour(path: Path) -> np.ndarray:
@@ -73,7 +71,7 @@ def evaluate_inpainting(
     *,
     mask_kinds: Sequence[str] = ("text1", "rand70", "rand90"),
     methods: Sequence[str] = INPAINT_METHODS,
-    stride: int = _PASS_STRIDE,
+    stride: int = PASS_STRIDE,
     n_jobs: int | None = 1,
     scheduler: str | None = None,
     force: bool = False,

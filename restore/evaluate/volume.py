@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._config import NOISE_MODELS
 from .._files import read_image, tiff_info
 from .._stores import is_zarr, open_zarr
 from .._validation import check_choice, check_image, check_int, check_number
@@ -54,9 +55,6 @@ MIN_SIDE = 4
 # on a stack of 16 or 32 planes is the protocol's choice, not a mistake, so it is silenced where it arises.
 _LEVEL_WARNING = r"Level value of \d+ is too high"
 
-# restore.denoise.NOISE_MODELS, copied (a test checks that they agree): importing restore.denoise loads numba,
-# which reading this module's names and defaults (the command line's --help) must not
-_NOISE_MODELS = ("gaussian", "poisson-gaussian")
 
 _BM4D_NOTE = "bm4d: skipped, the `bm4d` package is not installed (`pip install bm4d` to add it)"
 
@@ -76,7 +74,7 @@ class VolumeConfig:
         What was skipped and why, one line each (written under the table).
     """
 
-    noises: tuple[str, ...] = _NOISE_MODELS
+    noises: tuple[str, ...] = NOISE_MODELS
     sigmas: tuple[float, ...] = (PROTOCOL_SIGMA,)
     peaks: tuple[float, ...] = (PROTOCOL_PEAK,)
     read_noises: tuple[float, ...] = (PROTOCOL_READ_NOISE,)
@@ -90,9 +88,9 @@ class VolumeConfig:
     def validate(self) -> None:
         """Raise ValueError, naming the parameter and its value, on an invalid setting."""
         if not self.noises:
-            raise ValueError(f"noises is empty: give one or more of {', '.join(_NOISE_MODELS)}")
+            raise ValueError(f"noises is empty: give one or more of {', '.join(NOISE_MODELS)}")
         for n in self.noises:
-            check_choice("noise", n, _NOISE_MODELS, plural="noise models")
+            check_choice("noise", n, NOISE_MODELS, plural="noise models")
         for name, values, strict in (("sigmas", self.sigmas, True), ("peaks", self.peaks, True),
                                      ("read_noises", self.read_noises, False)):
             if not values:
@@ -377,7 +375,7 @@ def evaluate_volumes(
     volume_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
     *,
-    noises: Sequence[str] = _NOISE_MODELS,
+    noises: Sequence[str] = NOISE_MODELS,
     sigmas: Sequence[float] = (PROTOCOL_SIGMA,),
     peaks: Sequence[float] = (PROTOCOL_PEAK,),
     read_noises: Sequence[float] = (PROTOCOL_READ_NOISE,),

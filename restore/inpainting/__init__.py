@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._config import default_num_threads
+from .._config import PASS_STRIDE, default_num_threads, single_threaded_blas
 from .._progress import ProgressCallback, Steps
 from .._validation import check_callable, check_image, check_int, check_mask, check_number, restore_dtype
 from ..learning import TreeDictionaryLearning
@@ -34,8 +34,6 @@ log = logging.getLogger("restore.inpainting")
 # lam of the passes, geometric from the first to the last: detail builds up as lam falls; lower, the passes
 # start to copy their own errors under heavy pixel loss
 _DEFAULT_LAM = (0.02, 0.005)
-#: Step of each pass's patch grid, in pixels: a pass codes 1/stride**2 of the patches touching the mask.
-PASS_STRIDE = 4
 _PASS_BATCH = 8192  # patches per batch of a pass, one batch per thread: progress and Cancel every fraction of a second
 
 
@@ -149,13 +147,20 @@ def inpaint(
     job = _Job.check(image, mask, dictionary=dictionary, patch_size=patch_size, stride=stride, n_passes=n_passes,
                      lam=lam, channel_axis=channel_axis, n_train=n_train, batch_size=batch_size, max_iter=max_iter,
                      progress=progress)
+    with single_threaded_blas():  # its threads spin: the coding runs its own, the rest are small products
+        return _inpaint(job, adapt_default=dictionary is None, rng=rng, progress=progress)
+
+
+def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator | None,
+             progress: ProgressCallback | None) -> np.ndarray:
+    """The stages of :func:`inpaint` on its checked arguments."""
     M = job.missing
     if not M.any():
         return job.result(None)
     work = np.where(M[..., None], 0, job.image) / job.unit  # known values of magnitude 1 to 2; missing ones unread
     gen = np.random.default_rng(0 if rng is None else rng)
     grids = pass_grids(M, job.patch_size, job.stride, len(job.lams), gen)
-    adapt, n_complete = should_adapt(M, job.patch_size) if dictionary is None else (False, 0)
+    adapt, n_complete = should_adapt(M, job.patch_size) if adapt_default else (False, 0)
     if job.dictionary is None and not adapt:
         raise ValueError(f"no dictionary for {job.patch_size}x{job.patch_size} patches ships with the package "
                          "and the image has too few complete patches to learn one: pass dictionary=")
