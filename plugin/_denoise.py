@@ -1317,7 +1317,8 @@ class DenoiseWidget(RestoreWidget):
                 self.status.value = f"Estimated on {layer.name!r}: {noise.text()}."
 
             return self._start(Task(photon_model, (source, params, self._lam_cache),
-                                    text="Estimating the photon noise\u2026", on_return=found))
+                                    text="Estimating the photon noise\u2026", on_return=found,
+                                    inputs=(layer,), layers=self._viewer.layers))
 
         def done(value: float) -> None:
             self.sigma.value = value
@@ -1325,7 +1326,7 @@ class DenoiseWidget(RestoreWidget):
             self.status.value = f"Estimated \u03c3 = {value:.4g} on the plane shown."
 
         return self._start(Task(estimate_task, (source, idx), text="Estimating the noise level\u2026",
-                                on_return=done))
+                                on_return=done, inputs=(layer,), layers=self._viewer.layers))
 
     # -- run ---------------------------------------------------------------
 

@@ -101,3 +101,22 @@ def test_closing_the_viewer_mid_run_raises_nothing(make_napari_viewer, qtbot, er
     viewer.close()
     qtbot.waitUntil(lambda: not library_threads(), timeout=TIMEOUT)
     assert not widget.busy and not errors
+
+
+def test_removing_the_input_during_a_photon_noise_estimate_cancels_it(make_napari_viewer, qtbot, errors):
+    viewer = make_napari_viewer()
+    widget = dock(viewer, qtbot, DENOISE)
+    rng = np.random.default_rng(0)
+    counts = rng.poisson(np.full((4 * SIDE, 4 * SIDE), 40.0)).astype(np.float32)  # a large plane: seconds
+    widget.image.value = viewer.add_image(counts, name="input")
+    widget.noise.value = "poisson-gaussian"
+    gain, sigma = widget.gain.value, widget.sigma.value
+    job = widget.estimate_sigma()
+    assert job is not None and widget.busy
+    t0 = time.perf_counter()
+    viewer.layers.remove("input")
+    assert not widget.busy and time.perf_counter() - t0 < CANCEL_BOUND_S
+    qtbot.wait(300)
+    assert (widget.gain.value, widget.sigma.value) == (gain, sigma)  # no estimate of a layer that is gone
+    assert "Estimated" not in widget.status.value and "removed" in widget.status.value
+    assert not errors
