@@ -10,7 +10,6 @@ Defaults are read from the library's signatures, never restated here.
 from __future__ import annotations
 
 import argparse
-import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +24,7 @@ __all__ = ["main"]
 # (a second or more on a cold start) is then one line too.
 
 
-from ._signatures import NotStatic, constant
+from ._signatures import constant
 from ._signatures import default as _default
 
 # the modules whose signatures own the defaults the options show (read from their source: see _signatures)
@@ -359,9 +358,9 @@ def _denoise_lazy(args: argparse.Namespace, src: Any, dst_path: Path) -> int:
 
 
 def cmd_inpaint(args: argparse.Namespace) -> int:
-    import numpy as np
-
     import warnings
+
+    import numpy as np
 
     from . import inpaint
     from ._files import check_output, read_image, read_mask, write_image
@@ -565,7 +564,8 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("images", nargs="+", help="training images (all grey or all colour)")
     learn.add_argument("--out", dest="output", required=True, help="dictionary file to write (.npz)")
     learn.add_argument("--masks", nargs="+", default=None, help="per image, pixels to exclude (non-zero)")
-    learn.add_argument("--branching", type=_count("branching"), nargs="+", default=list(_default(*_LEARN, "branching")), help="tree of atoms (default: %(default)s, as the shipped dictionary)")
+    learn.add_argument("--branching", type=_count("branching"), nargs="+", default=list(_default(*_LEARN, "branching")),
+                       help="tree of atoms (default: %(default)s, as the shipped dictionary)")
     learn.add_argument("--penalty", choices=TREE_PENALTIES, default=_default(*_LEARN, "penalty"),
                        help="penalty on the tree of atoms (default: %(default)s)")
     learn.add_argument("--flat", type=_count("n_atoms"), default=None, metavar="N_ATOMS",
@@ -599,13 +599,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder of images, or of volumes for --task volume (default: sample_images)")
     e.add_argument("--out", default=None, help="output folder (default: results/<task>, e.g. results/denoise)")
     e.add_argument("--sigmas", type=_number("sigma"), nargs="+", default=None,
-                   help=f"Gaussian noise levels (default: {_show(_default(*_EVAL_DENOISE, 'sigmas'))} on [0, 255] images; "
-                        f"volume: {_show(_default(*_EVAL_VOLUME, 'sigmas'))} on [0, 1] volumes)")
+                   help=f"Gaussian noise levels (default: {_show(_default(*_EVAL_DENOISE, 'sigmas'))} on [0, 255] "
+                        f"images; volume: {_show(_default(*_EVAL_VOLUME, 'sigmas'))} on [0, 1] volumes)")
     e.add_argument("--wavelets", nargs="+", default=list(_default(*_EVAL_DENOISE, "wavelets")))
     e.add_argument("--penalties", nargs="+", choices=PENALTIES, default=list(_default(*_EVAL_DENOISE, "penalties")))
-    e.add_argument("--lam", nargs="+", choices=["oracle", "auto"], default=list(_default(*_EVAL_DENOISE, "lam_modes")))
+    e.add_argument("--lam", nargs="+", choices=["oracle", "auto"],
+                   default=list(_default(*_EVAL_DENOISE, "lam_modes")))
     e.add_argument("--draws", type=_count("n_draws"), default=None,
-                   help=f"noise draws (default: {_default(*_EVAL_DENOISE, 'n_draws')}; volume: {_default(*_EVAL_VOLUME, 'n_draws')})")
+                   help=f"noise draws (default: {_default(*_EVAL_DENOISE, 'n_draws')}; volume: "
+                        f"{_default(*_EVAL_VOLUME, 'n_draws')})")
     e.add_argument("--seed", type=_count("seed", 0), default=_default(*_EVAL_DENOISE, "seed"))
     e.add_argument("--no-bayes", action="store_true", help="skip scikit-image's BayesShrink reference column")
     e.add_argument("--jobs", type=_count("n_jobs"), default=None, help="local worker processes (default: all CPUs)")
@@ -626,8 +628,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"volume: noise models (default: {' '.join(_default(*_EVAL_VOLUME, 'noises'))})")
     e.add_argument("--peaks", type=_arg_type("peaks", check_number, float, min=0.0, strict=True), nargs="+",
                    default=list(_default(*_EVAL_VOLUME, "peaks")),
-                   help=f"volume, poisson-gaussian: photons at intensity 1 (default: {_show(_default(*_EVAL_VOLUME, 'peaks'))})")
-    e.add_argument("--read-noise", type=_number("read_noise"), nargs="+", default=list(_default(*_EVAL_VOLUME, "read_noises")),
+                   help="volume, poisson-gaussian: photons at intensity 1 (default: "
+                        f"{_show(_default(*_EVAL_VOLUME, 'peaks'))})")
+    e.add_argument("--read-noise", type=_number("read_noise"), nargs="+",
+                   default=list(_default(*_EVAL_VOLUME, "read_noises")),
                    help="volume, poisson-gaussian: read noise standard deviations on [0, 1] (default: "
                         f"{_show(_default(*_EVAL_VOLUME, 'read_noises'))})")
     e.add_argument("--methods", nargs="+", choices=VOLUME_METHODS, default=list(_default(*_EVAL_VOLUME, "methods")),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from process_helpers import alive, children
 from skimage import data, io
 
 from restore.evaluate import evaluate_denoising, markdown_table
@@ -382,24 +383,6 @@ def test_resume_drops_a_torn_line_and_counts_a_duplicated_row_once(image_dir, tm
 # ---------------------------------------------------------------------------
 
 
-def _children(pid):
-    out = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            out |= {int(c) for c in (task / "children").read_text().split()}
-        except OSError:
-            pass
-    return out
-
-
-def _alive(pid):
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.fixture
 def slow_grid(tmp_path):
     d = tmp_path / "imgs"
@@ -420,7 +403,7 @@ def test_killing_the_main_process_leaves_no_worker(sig, slow_grid, tmp_path):
         deadline = time.time() + 60
         workers = set()
         while time.time() < deadline and len(workers) < 2:
-            workers = _children(proc.pid)
+            workers = children(proc.pid)
             time.sleep(0.2)
         assert len(workers) >= 2, "the workers did not start"
         time.sleep(1.0)  # they are busy with units now
@@ -433,9 +416,9 @@ def test_killing_the_main_process_leaves_no_worker(sig, slow_grid, tmp_path):
         if proc.poll() is None:
             proc.kill()
     deadline = time.time() + 5
-    while time.time() < deadline and any(_alive(w) for w in workers):
+    while time.time() < deadline and any(alive(w) for w in workers):
         time.sleep(0.1)
-    assert not any(_alive(w) for w in workers), "a worker outlived the main process"
+    assert not any(alive(w) for w in workers), "a worker outlived the main process"
     if sig == signal.SIGINT:
         assert proc.returncode == 130
         assert len(err.strip().splitlines()) == 1 and "interrupted" in err and "Traceback" not in err, err

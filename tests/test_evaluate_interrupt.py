@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from process_helpers import alive, children
 from skimage import data, io
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc to time the signal")
@@ -27,24 +28,6 @@ START_SECONDS = 60  # for the command to start its workers on a loaded machine
 # (moment, runs): just after the first child process appears (the pool being started), or 0-1.5 s after the
 # workers appear (importing, then running units); runs of each moment, spread over two folders
 MOMENTS = (("start-up", 5), ("workers", 3))
-
-
-def _children(pid):
-    out = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            out |= {int(c) for c in (task / "children").read_text().split()}
-        except OSError:
-            pass
-    return out
-
-
-def _alive(pid):
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 @pytest.fixture
@@ -68,10 +51,10 @@ def _interrupt_once(images, out, moment, rng):
     try:
         need = 1 if moment == "start-up" else 2
         deadline = time.monotonic() + START_SECONDS
-        while len(_children(proc.pid)) < need and proc.poll() is None and time.monotonic() < deadline:
+        while len(children(proc.pid)) < need and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.001)  # the pool's start-up lasts tens of milliseconds: look often
         time.sleep(rng.uniform(0, 0.02) if moment == "start-up" else rng.uniform(0, 1.5))
-        workers = _children(proc.pid)
+        workers = children(proc.pid)
         sent = time.monotonic()
         proc.send_signal(signal.SIGINT)
         try:
@@ -113,9 +96,9 @@ def test_one_sigint_to_the_main_process_always_ends_the_run_under_load(images, t
     assert not failures, f"{len(failures)} of {len(results)} runs: " + "; ".join(failures)
     workers = {w for _, ws in results for w in ws}
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(_alive(w) for w in workers):
+    while time.monotonic() < deadline and any(alive(w) for w in workers):
         time.sleep(0.1)
-    assert not any(_alive(w) for w in workers), "a worker outlived its interrupted run"
+    assert not any(alive(w) for w in workers), "a worker outlived its interrupted run"
     # what the interrupted runs finished is kept: the same command resumes, and the result is complete
     for out in folders[:1]:  # (one folder: the other went through the same steps)
         done = subprocess.run([*_command(images, out), "--quiet"], capture_output=True, text=True, timeout=300,
@@ -133,11 +116,11 @@ def test_a_unit_failing_in_a_worker_raises_its_error_and_leaves_no_worker(tmp_pa
     from restore.evaluate.runner import OutputFolder, Unit
 
     units = [Unit((i,), math.sqrt, (-1.0,), frozenset({(i,)})) for i in range(3)]
-    before = _children(os.getpid())
+    before = children(os.getpid())
     with OutputFolder(tmp_path / "out", {"task": "test"}, force=False, input_dir=tmp_path / "in") as folder:
         with pytest.raises(ValueError, match="math domain error"):
             folder.run(units, lambda r: (r["i"],), ("i",), {}, False, 2, None)
     from multiprocessing import resource_tracker
 
     tracker = {resource_tracker._resource_tracker._pid}  # multiprocessing's, alive as long as this process
-    assert not [c for c in _children(os.getpid()) - before - tracker if _alive(c)]
+    assert not [c for c in children(os.getpid()) - before - tracker if alive(c)]

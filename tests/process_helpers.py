@@ -1,0 +1,23 @@
+"""Processes seen from /proc: a process's children and whether one is still alive (Linux)."""
+
+from pathlib import Path
+
+
+def children(pid: int) -> set[int]:
+    """The process ids of ``pid``'s children, over all its threads."""
+    out = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out |= {int(c) for c in (task / "children").read_text().split()}
+        except OSError:
+            pass
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
