@@ -364,7 +364,7 @@ def cmd_inpaint(args: argparse.Namespace) -> int:
 
     from . import inpaint
     from ._files import check_output, read_image, read_mask, write_image
-    from .inpainting import mask_coverage
+    from .inpainting import SuspectMaskWarning
 
     src, msk = Path(args.image), Path(args.mask)
     raw = read_image(src)
@@ -376,15 +376,21 @@ def cmd_inpaint(args: argparse.Namespace) -> int:
         raise ValueError(f"mask {str(msk)!r} marks no pixel as missing (it is all zero): nothing to inpaint; "
                          "non-zero (or opaque) pixels are the ones filled")
     dst = check_output(args.output, [src, msk], args.force, dtype=_file_dtype(raw), channels=_channels(raw))
-    coverage = mask_coverage(mask, args.patch_size)
-    if coverage.suspect:
-        print(f"warning: mask {str(msk)!r} {coverage.describe()}: those pixels are filled smoothly from far away; "
-              "is it inverted? Non-zero pixels are the ones filled", file=sys.stderr)
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], *rest: Any, **kwargs: Any) -> None:
+        if isinstance(message, SuspectMaskWarning):  # in the file's words, one line, as the library checks
+            print(f"warning: mask {str(msk)!r} {message.coverage.describe()}: those pixels are filled smoothly "
+                  "from far away; is it inverted? Non-zero pixels are the ones filled", file=sys.stderr)
+        else:
+            shown(message, category, *rest, **kwargs)
+
     lam = None if args.lam is None else args.lam[0] if len(args.lam) == 1 else tuple(args.lam)
     bar, progress = _progress_bar(args.quiet, "inpaint")
     try:
-        with warnings.catch_warnings():  # said above, in the mask file's words
-            warnings.filterwarnings("ignore", message="the mask marks", category=UserWarning)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", SuspectMaskWarning)  # shown, whatever filters the process runs with
+            warnings.showwarning = show
             out = inpaint(img, mask, dictionary=args.dictionary, patch_size=args.patch_size, stride=args.stride,
                           n_passes=args.passes, lam=lam, channel_axis=channel_axis, progress=progress)
     finally:

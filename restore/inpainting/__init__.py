@@ -24,10 +24,11 @@ from ..learning import TreeDictionaryLearning
 from .dictionary import _LEARN_BATCH, PATCH_SIZE, default_dictionary, learn_dictionary, resolve_dictionary, should_adapt
 from .diffusion import edge_weights, fed_cycle, sharpen
 from .interpolation import bands, biharmonic_fill
-from .masks import MaskCoverage, mask_coverage
+from .masks import MaskCoverage, SuspectMaskWarning, mask_coverage
 from .patches import Coder, luminance, pass_grids, refine_luminance
 
-__all__ = ["PASS_STRIDE", "MaskCoverage", "default_dictionary", "inpaint", "learn_dictionary", "mask_coverage"]
+__all__ = ["PASS_STRIDE", "MaskCoverage", "SuspectMaskWarning", "default_dictionary", "inpaint", "learn_dictionary",
+           "mask_coverage"]
 
 log = logging.getLogger("restore.inpainting")
 
@@ -140,7 +141,7 @@ def inpaint(
 
     Warns
     -----
-    UserWarning
+    SuspectMaskWarning
         A mask that cannot be meant: most of the image missing and much of
         it out of the patches' reach (see :class:`MaskCoverage`).
     """
@@ -238,8 +239,9 @@ class _Job:
             raise ValueError("mask marks every pixel as missing: nothing to inpaint from")
         coverage = mask_coverage(M, patch_size)
         if coverage.suspect:
-            warnings.warn(f"the mask {coverage.describe()}: those pixels are filled smoothly from far away. Is it "
-                          "inverted? True (non-zero in a file) marks the pixels to fill.", UserWarning, stacklevel=3)
+            warnings.warn(SuspectMaskWarning(f"the mask {coverage.describe()}: those pixels are filled smoothly from "
+                                             "far away. Is it inverted? True (non-zero in a file) marks the pixels "
+                                             "to fill.", coverage), stacklevel=3)
         if not np.isfinite(img[~M]).all():
             raise ValueError("image contains NaN or infinite values at known pixels")
         # work in units where the known pixels reach magnitude 1 to 2: a power of two, so that the result does
