@@ -66,7 +66,7 @@ LOCK = ".restore-evaluate.lock"
 OUTPUT_NAMES = ("results.csv", "table.md", "psnr.png", PARTIAL, MANIFEST)
 _WRITTEN_BY = "restore evaluate"
 _WATCH_SECONDS = 0.5  # how often a worker checks that its parent is alive (it exits within this time)
-_JOIN_SECONDS = 5.0  # reaping a worker after its SIGKILL (milliseconds; a bound, should the kernel be slow)
+_JOIN_SECONDS = 5.0  # seconds to reap a worker after its SIGKILL (a bound, should the kernel be slow)
 _DASK_TIMEOUT = "10s"  # waiting for a Dask scheduler before reporting it unreachable
 _UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)  # the file system refuses to write: one clear line
 
