@@ -498,12 +498,35 @@ class Runner(Container):
 
             layers.events.removed.connect(removed, position="last")
             self.cancel(text)
-            from napari.utils.notifications import show_info
-
-            show_info(f"restore-tree: {text}")
+            self._notify_later(f"restore-tree: {text}")
 
         layers.events.removing.connect(removing, position="first")
         self._unwatch = lambda: layers.events.removing.disconnect(removing)
+
+    def _notify_later(self, text: str) -> None:
+        """Notify ``text`` once the event loop runs again, unless the viewer is closing by then.
+
+        napari's ``Viewer.close`` removes every layer before its window gets
+        the Close event: a removal is only the user's doing if the window is
+        still open after the call that removed the layer has returned.
+        """
+        from qtpy.QtCore import QTimer
+
+        window = self.native.window()
+        was_visible = window.isVisible()
+
+        def decide() -> None:
+            try:
+                closing = was_visible and not window.isVisible()
+            except RuntimeError:  # the window is already deleted
+                closing = True
+            if self.closed or closing:
+                return
+            from napari.utils.notifications import show_info
+
+            show_info(text)
+
+        QTimer.singleShot(0, decide)
 
     def shutdown(self) -> None:
         """The viewer closes: stop the job and wait (briefly) for its thread; touch no widget afterwards."""

@@ -16,6 +16,15 @@ pytest.importorskip("pytestqt")
 
 pytestmark = pytest.mark.gui
 
+
+@pytest.fixture
+def notices():
+    """The text of every notification napari records from here on (its own list, kept as shown)."""
+    from napari.utils.notifications import notification_manager
+
+    start = len(notification_manager.records)
+    return lambda: [str(n.message) for n in notification_manager.records[start:]]
+
 #: Side of the inputs (pixels): each job below takes several seconds, long enough to remove its input mid-run.
 SIDE = 512
 
@@ -54,7 +63,7 @@ def _learn(viewer, qtbot):
 
 
 @pytest.mark.parametrize("make", [_denoise, _inpaint, _learn], ids=["denoise", "inpaint", "learn"])
-def test_removing_the_input_mid_run_cancels_at_once_and_says_so(make_napari_viewer, qtbot, errors, make):
+def test_removing_the_input_mid_run_cancels_at_once_and_says_so(make_napari_viewer, qtbot, errors, notices, make):
     viewer = make_napari_viewer()
     widget = make(viewer, qtbot)
     before = [layer.name for layer in viewer.layers]
@@ -74,6 +83,7 @@ def test_removing_the_input_mid_run_cancels_at_once_and_says_so(make_napari_view
     assert [layer.name for layer in viewer.layers] == [n for n in before if n != "input"]  # nothing added
     assert widget.status.value == status and "Done" not in widget.status.value
     assert widget.runner.run_button.enabled and not widget.cancel_button.enabled
+    assert [n for n in notices() if "removed" in n] == [f"restore-tree: {status}"]  # said once, as a notification
     assert not errors
 
 
@@ -92,15 +102,21 @@ def test_removing_another_layer_mid_run_changes_nothing(make_napari_viewer, qtbo
     assert widget.status.value.startswith("Done") and not errors
 
 
-def test_closing_the_viewer_mid_run_raises_nothing(make_napari_viewer, qtbot, errors):
-    """napari's close removes the layers one by one before the window goes: the job is cancelled quietly."""
-    viewer = make_napari_viewer()
+@pytest.mark.parametrize("show", [False, True], ids=["hidden", "shown"])
+def test_closing_the_viewer_mid_run_raises_nothing(make_napari_viewer, qtbot, errors, notices, show):
+    """napari's close removes the layers one by one before the window goes: the job is cancelled quietly.
+
+    The user closed the viewer and removed nothing: no notification says an input was removed.
+    """
+    viewer = make_napari_viewer(show=show)
     widget = _inpaint(viewer, qtbot)
     widget.runner.run_button.clicked.emit()
     assert widget.busy
     viewer.close()
     qtbot.waitUntil(lambda: not library_threads(), timeout=TIMEOUT)
+    qtbot.wait(300)  # anything deferred to the event loop has run
     assert not widget.busy and not errors
+    assert not [n for n in notices() if "removed" in n or "Cancelled" in n]
 
 
 def test_removing_the_input_during_a_photon_noise_estimate_cancels_it(make_napari_viewer, qtbot, errors):
