@@ -1051,9 +1051,11 @@ def _check_sliced(sliced_axes, ndim: int, sp_axes: tuple[int, ...]) -> tuple[int
         sliced = tuple(int(a) for a in sliced_axes)
     except (TypeError, ValueError):
         raise ValueError(f"sliced_axes must be a sequence of axes, got {sliced_axes!r}") from None
-    norm = tuple(sorted({a % ndim for a in sliced if -ndim <= a < ndim}))
-    if len(norm) != len(set(sliced)) or not set(norm) <= set(sp_axes):
+    if any(not -ndim <= a < ndim for a in sliced) or not {a % ndim for a in sliced} <= set(sp_axes):
         raise ValueError(f"sliced_axes must be among the transformed axes {sp_axes}, got {sliced_axes!r}")
+    norm = tuple(sorted({a % ndim for a in sliced}))
+    if len(norm) != len(sliced):
+        raise ValueError(f"sliced_axes names an axis twice, got {sliced_axes!r}")
     return norm
 
 

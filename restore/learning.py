@@ -124,7 +124,8 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
     pixel loss leaves few complete patches), codes fit the known entries
     only and the missing ones are filled with the current reconstruction
     before the dictionary update. Each mini-batch is coded in pieces of
-    128 signals on up to ``RESTORE_NUM_THREADS`` threads, with BLAS on one
+    128 signals, one thread each (so ``batch_size // 128`` threads at most:
+    2 at the default of 256, whatever ``RESTORE_NUM_THREADS``), with BLAS on one
     thread during ``fit`` and ``partial_fit``: the same data and
     ``random_state`` give the same dictionary whatever the number of
     threads.

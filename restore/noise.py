@@ -19,6 +19,9 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._config import NOISE_MODELS
+from ._validation import check_choice
+
 __all__ = ["NoiseEstimate", "anscombe", "estimate_noise", "inverse_anscombe"]
 
 
@@ -258,8 +261,7 @@ def estimate_noise(image: ArrayLike, *, noise: str = "poisson-gaussian",
         raise ValueError(f"image must be a real numeric array, got dtype {img.dtype}")
     if img.ndim < 2:
         raise ValueError(f"image must have at least 2 dimensions, got shape {img.shape}")
-    if noise not in ("gaussian", "poisson-gaussian"):
-        raise ValueError(f"Invalid noise: {noise!r}; supported noise models are gaussian, poisson-gaussian")
+    check_choice("noise", noise, NOISE_MODELS, plural="noise models")
     img = np.asarray(img if img.dtype.kind == "f" else img_as_float(img), dtype=np.float64)
     planes = img.reshape(-1, *img.shape[-2:])
     steps = _Steps(progress, len(planes) * (1 + _plane_steps(img.shape[-2:])) + _N_BINS + 1)

@@ -376,3 +376,5 @@ def test_a_sliced_axis_keeps_blocks_to_the_input_chunks_so_showing_a_slice_compu
 def test_sliced_axes_must_be_transformed_axes():
     with pytest.raises(ValueError, match="sliced_axes"):
         denoise_wavelet_tree(np.zeros((8, 16, 16)), axes=(1, 2), sliced_axes=(0,), sigma=0.1)
+    with pytest.raises(ValueError, match="names an axis twice"):
+        denoise_wavelet_tree(np.zeros((8, 16, 16)), axes=(0, 1, 2), sliced_axes=(0, -3), sigma=0.1)
