@@ -738,7 +738,8 @@ def warm_up(control: Control) -> Generator[str, None, None]:
         yield penalty
 
 
-#: Axis labels that name depth (a z-stack: start as a volume) and time (a time series: plane by plane).
+#: Axis labels that name depth (a z-stack: start as a volume) and time (a time series: plane by plane, said why).
+#: Any other label the user gave (c, channel, angle...) starts plane by plane too: its planes are not neighbours.
 DEPTH_LABELS = ("z", "depth")
 TIME_LABELS = ("t", "time")
 #: Layers whose choices (process as, noise model) are remembered between sessions, by file: the most recent.
@@ -752,6 +753,15 @@ def volume_axis_label(layer: Any) -> str:
     labels = list(getattr(layer, "axis_labels", ()) or ())
     n = len(labels)
     return str(labels[n - 3]).strip().lower() if n >= 3 else ""
+
+
+def is_unnamed_axis(label: str) -> bool:
+    """Whether ``label`` is napari's default for an axis nobody named (``'-3'``, ``'0'``), or empty."""
+    try:
+        int(label)
+    except ValueError:
+        return not label
+    return True
 
 
 def layer_noise_model(layer: Any) -> str | None:
@@ -990,8 +1000,8 @@ class DenoiseWidget(RestoreWidget):
         label = volume_axis_label(layer)
         process = chosen.get("process")
         if process is None:
-            process = (True if label in DEPTH_LABELS else False if label in TIME_LABELS
-                       else bool(self.settings.value("process", False)))
+            process = (True if label in DEPTH_LABELS else bool(self.settings.value("process", False))
+                       if is_unnamed_axis(label) else False)
         noise = chosen.get("noise") or layer_noise_model(layer) or self.settings.value("noise", None)
         return {"process": bool(process), "noise": noise if noise in NOISE_MODELS else library_default("noise")}
 
@@ -1011,13 +1021,18 @@ class DenoiseWidget(RestoreWidget):
         self._volume_note()
 
     def _volume_note(self) -> None:
-        """Say why volume mode is unusual on a time axis (the info line)."""
+        """Say why volume mode is unusual on an axis named as something else than depth (the info line)."""
         layer = self.image.value
-        if layer is not None and self.process.value and volume_axis_label(layer) in TIME_LABELS:
-            label = volume_axis_label(layer)
+        label = volume_axis_label(layer) if layer is not None else ""
+        if self.process.value and label in TIME_LABELS:
             self.info.value = (f"Note: {layer.name!r} has a time axis ({label!r}) where a volume has depth: as a "
                                f"volume, its frames are smoothed together (moving things blur). Plane by plane "
                                f"keeps each frame on its own.")
+            self.info.visible = True
+        elif self.process.value and label not in DEPTH_LABELS and not is_unnamed_axis(label):
+            self.info.value = (f"Note: {layer.name!r} has a {label!r} axis where a volume has depth: as a volume, "
+                               f"its planes along it (channels, say) are smoothed together. Plane by plane keeps "
+                               f"each on its own.")
             self.info.visible = True
         elif self.info.value.startswith("Note:"):
             self._show_info("")

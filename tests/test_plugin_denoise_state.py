@@ -185,6 +185,23 @@ def test_layers_start_as_their_axes_and_metadata_say(make_napari_viewer, qtbot, 
     assert widget.noise.value == "gaussian" and not errors
 
 
+@pytest.mark.parametrize("label", ["c", "ch", "channel", "T", "time", "angle"])
+def test_a_labelled_axis_other_than_depth_starts_plane_by_plane_whatever_the_last_choice(make_napari_viewer, qtbot,
+                                                                                         errors, label):
+    """A c, y, x stack smoothed as a volume mixes its channels: only depth (or napari's unnamed axes) may start so."""
+    viewer = make_napari_viewer()
+    widget = dock(viewer, qtbot, DENOISE)
+    widget.image.value = viewer.add_image(_noisy((8, 64, 64)), name="stack")
+    widget.process.value = True  # the user's last choice: volume
+    widget.image.value = viewer.add_image(_noisy((3, 64, 64), seed=4), name="labelled",
+                                          axis_labels=(label, "y", "x"))
+    assert widget.process.value is False
+    widget.process.value = True  # allowed, but said why it is unusual
+    assert not widget.info.native.isHidden() and repr(label.lower()) in widget.info.value
+    widget.image.value = viewer.add_image(_noisy((8, 64, 64), seed=5), name="unnamed")  # napari's '-3', '-2', '-1'
+    assert widget.process.value is True and "Note" not in widget.info.value and not errors
+
+
 def test_the_choice_for_a_file_is_remembered_between_sessions(make_napari_viewer, qtbot, errors, tmp_path,
                                                                 monkeypatch):
     from restore_napari import _denoise
