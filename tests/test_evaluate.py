@@ -515,3 +515,52 @@ def test_the_psnr_plot_tells_methods_and_lam_modes_apart(monkeypatch, tmp_path):
         labels = {t.get_text() for t in ax.get_xticklabels() if t.get_visible() and t.get_text()}
         labels |= {t.get_text() for t in ax.xaxis.get_minorticklabels() if t.get_visible() and t.get_text()}
         assert labels == {"10", "25", "50"}, labels
+
+
+# ---------------------------------------------------------------------------
+# What a worker cannot send back still reaches the user as the unit's own failure
+# ---------------------------------------------------------------------------
+
+
+def _run_in_workers(tmp_path, func, n_units=2):
+    from restore.evaluate.runner import OutputFolder, Unit
+
+    units = [Unit((i,), func, (i,), frozenset({(i,)})) for i in range(n_units)]
+    with OutputFolder(tmp_path / "out", {"task": "test"}, force=False, input_dir=tmp_path / "in") as folder:
+        folder.run(units, lambda r: (r["i"],), ("i",), {}, False, 2, None)
+
+
+def test_a_result_that_cannot_be_sent_is_named_as_such_not_as_a_dead_worker(tmp_path, capfd):
+    import evaluate_units
+
+    with pytest.raises(RuntimeError, match="a unit's result could not be sent to the main process: .*lock") as info:
+        _run_in_workers(tmp_path, evaluate_units.rows_that_do_not_pickle)
+    assert "died" not in str(info.value)
+    assert "Traceback" not in capfd.readouterr().err  # the worker did not crash on its way out
+
+
+@pytest.mark.parametrize("unit", ["raise_two_arg_error", "raise_locked_error"])
+def test_an_error_that_cannot_be_rebuilt_arrives_with_its_own_type_message_and_traceback(unit, tmp_path, capfd):
+    import evaluate_units
+
+    with pytest.raises(Exception, match="the unit's own failure") as info:
+        _run_in_workers(tmp_path, getattr(evaluate_units, unit))
+    error = info.value
+    name = "TwoArgError" if unit == "raise_two_arg_error" else "LockedError"
+    assert isinstance(error, RuntimeError) and str(error).startswith(f"{name}: "), repr(error)
+    if sys.version_info >= (3, 11):  # the worker's traceback, as a note
+        assert f"in {unit}" in "".join(getattr(error, "__notes__", [])), getattr(error, "__notes__", None)
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_worker_dying_as_it_starts_is_not_said_to_die_running_a_unit(tmp_path, monkeypatch):
+    import evaluate_units
+    import threadpoolctl  # noqa: F401 - ours stays loaded; a spawned worker, finding the broken one first, dies
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "threadpoolctl.py").write_text("raise SystemExit(3)\n")
+    monkeypatch.syspath_prepend(str(broken))  # spawned workers inherit sys.path
+    with pytest.raises(RuntimeError, match=r"died \(exit code 3\)") as info:
+        _run_in_workers(tmp_path, evaluate_units.raise_two_arg_error)
+    assert "running a unit" not in str(info.value) and "start" in str(info.value), str(info.value)

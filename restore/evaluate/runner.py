@@ -394,15 +394,40 @@ def _worker_main(conn: Any) -> None:
         while (task := conn.recv()) is not None:
             func, args = task
             try:
-                answer: tuple = ("done", func(*args))
+                rows = func(*args)
             except Exception as exc:  # noqa: BLE001 - sent to the main process, which raises it
-                answer = ("error", exc, traceback.format_exc())
-            try:
-                conn.send(answer)
-            except (pickle.PicklingError, TypeError, AttributeError):  # an exception that does not pickle
-                conn.send(("error", RuntimeError(f"{type(answer[1]).__name__}: {answer[1]}"), answer[-1]))
+                conn.send_bytes(_pickled(("error", _sendable(exc), traceback.format_exc())))
+                continue
+            try:  # pickled here, so that a failure to pickle is told apart from a closed pipe
+                message = _pickled(("done", rows))
+            except Exception as exc:  # noqa: BLE001 - whatever pickling raises, the rows cannot be sent
+                error = RuntimeError(f"a unit's result could not be sent to the main process: "
+                                     f"{type(exc).__name__}: {exc}")
+                message = _pickled(("error", error, traceback.format_exc()))
+            conn.send_bytes(message)
     except (EOFError, OSError):  # the main process closed the pipe or died: nothing left to do
         pass
+
+
+def _pickled(message: tuple) -> bytes:
+    """``message`` as ``Connection.send`` pickles it (``recv`` reads it back)."""
+    from multiprocessing.reduction import ForkingPickler
+
+    return bytes(ForkingPickler.dumps(message))
+
+
+def _sendable(exc: Exception) -> Exception:
+    """``exc`` if it comes back whole from pickling, else a RuntimeError naming its type and message.
+
+    An exception can pickle and still not unpickle (one whose ``__init__``
+    takes other arguments than its message): the main process would then
+    raise the unpickling's TypeError instead of the unit's error.
+    """
+    try:
+        pickle.loads(_pickled((exc,)))
+    except Exception:  # noqa: BLE001 - any failure of the round trip: send what can be sent
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+    return exc
 
 
 @contextlib.contextmanager
@@ -486,6 +511,7 @@ def _execute_local(tasks: list[tuple], n_workers: int) -> Iterator[list[dict]]:
                 theirs.close()  # the worker holds the other end: its death reads as EOF here
         todo = iter(tasks)
         waiting = list(conns)  # the pipes of workers that have work or may get some
+        started: set[Any] = set()  # the pipes of workers that said they are ready
         remaining = len(tasks)
         while remaining:
             for conn in mp_connection.wait(waiting):
@@ -494,8 +520,10 @@ def _execute_local(tasks: list[tuple], n_workers: int) -> Iterator[list[dict]]:
                 except (EOFError, OSError):
                     proc = conns[conn]
                     proc.join(_JOIN_SECONDS)
+                    doing = "running a unit" if conn in started else "starting"
                     raise RuntimeError(f"an evaluation worker process died (exit code {proc.exitcode}) while "
-                                       "running a unit: finished units are kept; run again to resume") from None
+                                       f"{doing}: finished units are kept; run again to resume") from None
+                started.add(conn)
                 if message[0] == "error":
                     exc = message[1]
                     if hasattr(exc, "add_note"):  # Python 3.11+: the worker's traceback, under the main one
