@@ -807,6 +807,9 @@ class DenoiseWidget(RestoreWidget):
     PREVIEW_DEPTH_PLANES = 32
     #: Largest sub-volume a volume preview computes (voxels): about 2 s with SURE and no shifts on 2 busy cores.
     PREVIEW_MAX_VOXELS = 32 * 128 * 128
+    #: Share of a volume preview's depth a plane must lie inside its sub-volume for the sub-volume to be reused
+    #: (fraction): nearer an end that is not the volume's own, the sub-volume's boundary shows in the plane.
+    PREVIEW_EDGE_SHARE = 0.25
 
     def __init__(self, napari_viewer: napari.viewer.Viewer) -> None:
         super().__init__(napari_viewer)
@@ -1210,19 +1213,25 @@ class DenoiseWidget(RestoreWidget):
 
     def _kept_depth(self, layer: Any, source: Source, idx: tuple[int, ...], params: DenoiseParams,
                     region: tuple[int, int, int, int], depth: tuple[int, int]) -> tuple[int, int]:
-        """The planes of the volume preview: the last one's while the current plane lies inside them, else ``depth``.
+        """The volume preview's planes: the last ones while the current plane lies well inside them, else ``depth``.
 
         Same layer, settings and region: that sub-volume is kept, denoised,
-        and shows the plane at once.
+        and shows the plane at once, as long as the plane is at least
+        ``PREVIEW_EDGE_SHARE`` of its depth away from each end that is not the
+        volume's own.
         """
         prev = self._preview_shown
         if prev is None or prev[0] != layer.unique_id or prev[1] != source.key or prev[3] != params:
             return depth
         p_idx, p_region, p_depth = prev[2], prev[4], prev[6] if len(prev) > 6 else None
-        if (p_depth is not None and p_region == region and p_idx[:-1] == idx[:-1]
-                and p_depth[0] <= idx[-1] < p_depth[1]):
-            return p_depth
-        return depth
+        if p_depth is None or p_region != region or p_idx[:-1] != idx[:-1]:
+            return depth
+        (z0, z1), z = p_depth, idx[-1]
+        n_z = np.shape(source.data)[len(idx) - 1]
+        margin = int(np.ceil(self.PREVIEW_EDGE_SHARE * (z1 - z0)))
+        low = 0 if z0 == 0 else z0 + margin
+        high = n_z - 1 if z1 == n_z else z1 - 1 - margin
+        return p_depth if low <= z <= high else depth
 
     def _on_preview_result(self, value: Any, source: Source, idx: tuple[int, ...],
                            region: tuple[int, int, int, int], shown: tuple[Any, ...], note: str,

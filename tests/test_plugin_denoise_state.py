@@ -227,8 +227,11 @@ def test_the_choice_for_a_file_is_remembered_between_sessions(make_napari_viewer
 # ---------------------------------------------------------------------------
 
 
-def test_the_volume_preview_reuses_its_sub_volume_while_the_plane_stays_inside_it(make_napari_viewer, qtbot, errors,
-                                                                                   monkeypatch):
+def test_the_volume_preview_reuses_its_sub_volume_while_the_plane_stays_well_inside_it(make_napari_viewer, qtbot,
+                                                                                        errors, monkeypatch):
+    """Reused while the plane lies a margin inside the sub-volume (there the preview is Apply's result); near the
+    sub-volume's edge, where its boundary shows, a sub-volume around the plane is computed; at the volume's own
+    ends the edge is the volume's, as in Apply, and the sub-volume is kept."""
     viewer = make_napari_viewer()
     widget = dock(viewer, qtbot, DENOISE)
     noisy = _noisy((48, 96, 96))
@@ -241,17 +244,28 @@ def test_the_volume_preview_reuses_its_sub_volume_while_the_plane_stays_inside_i
     widget.preview.value = True
     qtbot.waitUntil(lambda: "volume [preview]" in viewer.layers and not widget.busy, timeout=TIMEOUT)
     preview = viewer.layers["volume [preview]"]
+
+    def step(z):
+        """Show plane ``z``; return whether its preview was computed afresh, and the preview's planes."""
+        n = len(calls)
+        viewer.dims.set_current_step(0, z)
+        qtbot.waitUntil(lambda: preview.translate[0] == z and not widget.busy, timeout=TIMEOUT)
+        z0, z1 = preview.metadata["restore"]["volume_planes"]
+        expected = real(noisy[z0:z1, r0:r1, c0:c1], axes=(0, 1, 2), lam="rule")[z - z0]
+        np.testing.assert_allclose(preview.data[0], expected, rtol=1e-5, atol=1e-6)  # that sub-volume's plane
+        return len(calls) > n, (z0, z1)
+
     z0, z1 = preview.metadata["restore"]["volume_planes"]
     r0, r1, c0, c1 = preview.metadata["restore"]["region"]
-    n = len(calls)
-    assert n >= 1 and z0 < 21 < z1
-    viewer.dims.set_current_step(0, 21)
-    qtbot.waitUntil(lambda: preview.translate[0] == 21 and not widget.busy, timeout=TIMEOUT)
-    assert len(calls) == n  # the same sub-volume, not computed again
-    expected = real(noisy[z0:z1, r0:r1, c0:c1], axes=(0, 1, 2), lam="rule")[21 - z0]
-    np.testing.assert_allclose(preview.data[0], expected, rtol=1e-5, atol=1e-6)
-    assert preview.metadata["restore"]["volume_planes"] == [z0, z1]
-    outside = z1 + 1 if z1 + 1 < noisy.shape[0] else z0 - 2
-    viewer.dims.set_current_step(0, outside)
-    qtbot.waitUntil(lambda: preview.translate[0] == outside and not widget.busy, timeout=TIMEOUT)
-    assert len(calls) > n and not errors  # outside it, a new sub-volume
+    margin = int(np.ceil(widget.PREVIEW_EDGE_SHARE * (z1 - z0)))
+    assert calls and 0 < z0 < 20 < z1 < noisy.shape[0] and 0 < margin < 20 - z0
+    assert step(21) == (False, (z0, z1))  # well inside: the same sub-volume, not computed again
+    assert step(z0 + margin) == (False, (z0, z1))  # still a margin inside
+    z = z0 + margin - 1  # nearer its edge than the margin: a sub-volume around the plane
+    fresh, (n0, n1) = step(z)
+    assert fresh and (n0 == 0 or n0 <= z - margin) and n1 >= z + margin
+    fresh, (f0, f1) = step(40)  # outside it: a new sub-volume, here up to the volume's end
+    assert fresh and f1 == noisy.shape[0] and f0 > 0
+    assert step(f1 - 1) == (False, (f0, f1))  # the volume's own end: kept
+    fresh, _ = step(f0 + 1)  # near its other edge (not the volume's): computed afresh
+    assert fresh and not errors
