@@ -89,6 +89,23 @@ def test_cancel_stops_the_photon_noise_estimate_itself(make_napari_viewer, qtbot
     assert outcome == ["stopped"] and [layer.name for layer in viewer.layers] == ["photons"] and not errors
 
 
+def test_the_photon_noise_estimate_names_its_layer_only_when_there_is_one():
+    from restore_napari import _denoise, _runner
+
+    data = _photons((8, 64, 64))
+    source = _denoise.Source(None, data, False, data.dtype, ("no layer", id(data)))
+    params = _denoise.DenoiseParams(noise="poisson-gaussian", volume=True)
+    seen, noise = _runner.drive(_denoise.photon_model(_runner.Control(), source, params))
+    texts = {v.text for v in seen if isinstance(v, _runner.Progress) and v.text}
+    assert texts == {"Estimating the photon noise\u2026"} and noise.gain > 0
+    from napari.layers import Image
+
+    seen, _ = _runner.drive(_denoise.photon_model(_runner.Control(), _denoise.Source.of(Image(data, name="cells")),
+                                                  params))
+    assert {v.text for v in seen if isinstance(v, _runner.Progress) and v.text} == {
+        "Estimating the photon noise of 'cells'\u2026"}
+
+
 # ---------------------------------------------------------------------------
 # Item 16: the bar never goes back, the info line is this layer's, the record holds the numbers used
 # ---------------------------------------------------------------------------
