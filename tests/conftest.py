@@ -1,10 +1,17 @@
 import os
+import signal
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+# The Ctrl-C tests send SIGINT to the commands they start, as a terminal would. A shell without job control
+# starts background jobs with SIGINT ignored, and an ignored signal stays ignored in every process they start (our
+# commands rightly honour that, as nohup'ed work must): undo it here, so the tests see what a terminal gives.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 settings.register_profile("default", max_examples=150, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
