@@ -600,36 +600,46 @@ def build_parser() -> argparse.ArgumentParser:
                                    "Gaussian and Poisson-Gaussian noise: restore plane by plane, restore's octree, "
                                    "scikit-image's 3-D wavelets and BM4D when installed. OUT may hold other files: "
                                    "only the files evaluate writes are ever replaced.")
-    e.add_argument("--task", choices=["denoise", "patches", "inpaint", "volume"], default="denoise")
+    e.add_argument("--task", choices=["denoise", "patches", "inpaint", "volume"], default="denoise",
+                   help="what to evaluate (default: %(default)s; see above)")
     e.add_argument("images", nargs="?", default="sample_images",
                    help="folder of images, or of volumes for --task volume (default: sample_images)")
     e.add_argument("--out", default=None, help="output folder (default: results/<task>, e.g. results/denoise)")
     e.add_argument("--sigmas", type=_number("sigma"), nargs="+", default=None,
                    help=f"Gaussian noise levels (default: {_show(_default(*_EVAL_DENOISE, 'sigmas'))} on [0, 255] "
                         f"images; volume: {_show(_default(*_EVAL_VOLUME, 'sigmas'))} on [0, 1] volumes)")
-    e.add_argument("--wavelets", nargs="+", default=list(_default(*_EVAL_DENOISE, "wavelets")))
-    e.add_argument("--penalties", nargs="+", choices=PENALTIES, default=list(_default(*_EVAL_DENOISE, "penalties")))
+    e.add_argument("--wavelets", nargs="+", default=list(_default(*_EVAL_DENOISE, "wavelets")),
+                   help="denoise: orthogonal PyWavelets wavelets (default: %(default)s)")
+    e.add_argument("--penalties", nargs="+", choices=PENALTIES, default=list(_default(*_EVAL_DENOISE, "penalties")),
+                   help="denoise: penalties compared (default: all)")
     e.add_argument("--lam", nargs="+", choices=["oracle", "auto"],
-                   default=list(_default(*_EVAL_DENOISE, "lam_modes")))
+                   default=list(_default(*_EVAL_DENOISE, "lam_modes")),
+                   help="denoise: how lam is chosen, by an oracle (best PSNR) or from the noisy image (SURE or the "
+                        "rule) (default: %(default)s)")
     e.add_argument("--draws", type=_count("n_draws"), default=None,
                    help=f"noise draws (default: {_default(*_EVAL_DENOISE, 'n_draws')}; volume: "
                         f"{_default(*_EVAL_VOLUME, 'n_draws')})")
-    e.add_argument("--seed", type=_count("seed", 0), default=_default(*_EVAL_DENOISE, "seed"))
+    e.add_argument("--seed", type=_count("seed", 0), default=_default(*_EVAL_DENOISE, "seed"),
+                   help="seed of the noise draws and samples (default: %(default)s)")
     e.add_argument("--no-bayes", action="store_true", help="skip scikit-image's BayesShrink reference column")
     e.add_argument("--jobs", type=_count("n_jobs"), default=None, help="local worker processes (default: all CPUs)")
     e.add_argument("--scheduler", default=None, help="dask.distributed scheduler address, e.g. tcp://host:8786")
     e.add_argument("--force", action="store_true", help="replace the results of a previous run in OUT")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.add_argument("--masks", default=None, help="inpaint: folder of masks <image>_<kind>.png")
-    e.add_argument("--mask-kinds", nargs="+", default=list(_default(*_EVAL_INPAINT, "mask_kinds")))
+    e.add_argument("--mask-kinds", nargs="+", default=list(_default(*_EVAL_INPAINT, "mask_kinds")),
+                   help="inpaint: the <kind> of the masks <image>_<kind>.png used (default: %(default)s)")
     e.add_argument("--stride", type=_count("stride"), default=_default(*_EVAL_INPAINT, "stride"),
-                   help="inpaint: step of each pass's patch grid")
+                   help="inpaint: step of each pass's patch grid (default: %(default)s)")
     e.add_argument("--train", nargs="+", default=None, help="patches: training images (default: every other)")
     e.add_argument("--test", nargs="+", default=None, help="patches: test images (default: the others)")
     e.add_argument("--branching", type=_count("branching"), nargs="+",
-                   default=list(_default(*_EVAL_PATCHES, "branching")))
-    e.add_argument("--n-train", type=_count("n_train"), default=_default(*_EVAL_PATCHES, "n_train"))
-    e.add_argument("--n-test", type=_count("n_test"), default=_default(*_EVAL_PATCHES, "n_test"))
+                   default=list(_default(*_EVAL_PATCHES, "branching")),
+                   help="patches: tree of the dictionary's atoms (default: %(default)s)")
+    e.add_argument("--n-train", type=_count("n_train"), default=_default(*_EVAL_PATCHES, "n_train"),
+                   help="patches: training patches (default: %(default)s)")
+    e.add_argument("--n-test", type=_count("n_test"), default=_default(*_EVAL_PATCHES, "n_test"),
+                   help="patches: test patches (default: %(default)s)")
     e.add_argument("--noise", nargs="+", choices=NOISE_MODELS, default=list(_default(*_EVAL_VOLUME, "noises")),
                    help=f"volume: noise models (default: {' '.join(_default(*_EVAL_VOLUME, 'noises'))})")
     e.add_argument("--peaks", type=_arg_type("peaks", check_number, float, min=0.0, strict=True), nargs="+",

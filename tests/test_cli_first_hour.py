@@ -159,3 +159,14 @@ def test_the_zarr_progress_bar_counts_whole_chunks_and_its_percentage_agrees(tmp
     assert shown and shown[-1][1:] == ("8", "8")
     for pct, done, total in shown:
         assert done.isdigit() and int(pct) == 100 * int(done) // int(total), (pct, done, total)
+
+
+def test_every_option_of_every_command_has_help_and_states_a_default_it_has():
+    parser = build_parser()
+    for name, sub in parser._subparsers._group_actions[0].choices.items():  # noqa: SLF001
+        for action in sub._actions:  # noqa: SLF001
+            if not action.option_strings or action.dest == "help":
+                continue
+            assert action.help, (name, action.option_strings)
+            if action.default not in (None, False):
+                assert "default" in action.help, (name, action.option_strings)
