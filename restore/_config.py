@@ -67,8 +67,11 @@ def single_threaded_blas() -> Iterator[None]:
     first caller (of any thread) sets it to 1, the last one out restores
     what the first found, so overlapping calls from several threads do not
     leave it at 1 or restore it under another's feet. OpenBLAS's threads
-    wait for work by spinning: beside other busy processes, two of them
-    per small product (a FISTA iteration's) took 10x the CPU time.
+    wait for work by spinning, which beside other busy processes costs many
+    times the work of a small product (a FISTA iteration's); see
+    ``benchmarks/bench_load.py``. The limit holds for the whole process
+    (other threads' NumPy too) while a block is open, and reaches only the
+    BLAS libraries loaded when the first block opened.
     """
     global _blas_users, _blas_limiter
     with _blas_lock:
