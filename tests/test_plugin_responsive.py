@@ -30,8 +30,8 @@ def _noisy(n, seed=0):
 def test_progress_moves_within_a_single_plane(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
     widget = dock(viewer, qtbot, DENOISE)
-    widget.image.value = viewer.add_image(_noisy(512), name="one plane")
-    widget.cycle_spins.value = 4
+    widget.image.value = viewer.add_image(_noisy(1024), name="one plane")
+    widget.cycle_spins.value = 8
     seen = []
     widget.progress.changed.connect(seen.append)
     widget.apply_button.clicked.emit()
