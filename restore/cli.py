@@ -10,8 +10,9 @@ Defaults are read from the library's signatures, never restated here.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -149,29 +150,31 @@ def _channels(raw: np.ndarray) -> int:
     return 1 if raw.ndim == 2 else raw.shape[-1]
 
 
-def _progress_bar(quiet: bool, desc: str) -> tuple[Any, Callable[[int, int], None] | None]:
+@contextlib.contextmanager
+def _progress_bar(quiet: bool, desc: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A ``progress(done, total)`` drawing a tqdm bar from its first report (None if ``quiet``), closed at exit.
+
+    The library checks everything before it first reports, so a refusal
+    prints no empty bar.
+    """
     if quiet:
-        return None, None
+        yield None
+        return
     from tqdm.auto import tqdm
 
-    class Bar:
-        """A tqdm bar shown at the first report: the library checks everything before it reports."""
+    bars: list[Any] = []
 
-        bar = None
+    def progress(done: int, total: int) -> None:
+        if not bars:
+            bars.append(tqdm(desc=desc, unit="step", total=total))
+        bars[0].total, bars[0].n = total, done
+        bars[0].refresh()
 
-        def __call__(self, done: int, total: int) -> None:
-            if self.bar is None:
-                self.bar = tqdm(desc=desc, unit="step", total=total)
-            self.bar.total = total
-            self.bar.n = done
-            self.bar.refresh()
-
-        def close(self) -> None:
-            if self.bar is not None:
-                self.bar.close()
-
-    bar = Bar()
-    return bar, bar
+    try:
+        yield progress
+    finally:
+        for bar in bars:
+            bar.close()
 
 
 # ---------------------------------------------------------------------------
@@ -386,16 +389,11 @@ def cmd_inpaint(args: argparse.Namespace) -> int:
             shown(message, category, *rest, **kwargs)
 
     lam = None if args.lam is None else args.lam[0] if len(args.lam) == 1 else tuple(args.lam)
-    bar, progress = _progress_bar(args.quiet, "inpaint")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("always", SuspectMaskWarning)  # shown, whatever filters the process runs with
-            warnings.showwarning = show
-            out = inpaint(img, mask, dictionary=args.dictionary, patch_size=args.patch_size, stride=args.stride,
-                          n_passes=args.passes, lam=lam, channel_axis=channel_axis, progress=progress)
-    finally:
-        if bar is not None:
-            bar.close()
+    with _progress_bar(args.quiet, "inpaint") as progress, warnings.catch_warnings():
+        warnings.simplefilter("always", SuspectMaskWarning)  # shown, whatever filters the process runs with
+        warnings.showwarning = show
+        out = inpaint(img, mask, dictionary=args.dictionary, patch_size=args.patch_size, stride=args.stride,
+                      n_passes=args.passes, lam=lam, channel_axis=channel_axis, progress=progress)
     result = _with_alpha(out, raw, scale, alpha)
     known = ~mask if result.ndim == 2 else ~mask[..., None]
     np.copyto(result, raw.astype(result.dtype, copy=False), where=np.broadcast_to(known, result.shape))
@@ -426,15 +424,11 @@ def cmd_learn(args: argparse.Namespace) -> int:
                 print(warning, file=sys.stderr)
             masks.append(mask)
     penalty = "l1" if args.flat else args.penalty
-    bar, progress = _progress_bar(args.quiet, "learn")
-    try:
+    with _progress_bar(args.quiet, "learn") as progress:
         est = learn_dictionary(images, masks=masks or None, patch_size=args.patch_size,
                                branching=tuple(args.branching), penalty=penalty, n_atoms=args.flat,
                                lam=args.lam, n_patches=args.n_patches, n_epochs=args.epochs,
                                channel_axis=-1, rng=args.seed, progress=progress)
-    finally:
-        if bar is not None:
-            bar.close()
     est.save(out)
     print(f"wrote {out}: {est.components_.shape[0]} atoms of {est.components_.shape[1]} features")
     return 0

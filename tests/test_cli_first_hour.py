@@ -122,6 +122,7 @@ def test_the_cli_reads_its_defaults_from_the_library_signatures():
     import inspect
 
     from restore import cli
+    from restore._signatures import NotStatic
     from restore.denoise import denoise_wavelet_tree
     from restore.evaluate import evaluate_denoising, evaluate_inpainting, evaluate_patches, evaluate_volumes
     from restore.inpainting import inpaint, learn_dictionary
@@ -133,7 +134,7 @@ def test_the_cli_reads_its_defaults_from_the_library_signatures():
                 continue
             try:
                 static = cli._default(func.__module__, func.__name__, name)  # noqa: SLF001
-            except cli.NotStatic:  # noqa: SLF001
+            except NotStatic:
                 continue  # not a literal: the CLI never shows it
             assert static == p.default, (func.__name__, name)
 
