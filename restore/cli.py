@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -684,12 +685,24 @@ def main(argv: list[str] | None = None) -> int:
     previous = ({sig: signal.signal(sig, _terminate) for sig in caught}
                 if threading.current_thread() is threading.main_thread() else {})
     try:
-        return _main(argv)
+        code = _main(argv)
     except _Terminated as exc:
         return 128 + exc.signum
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if code == 130 and argv is None and threading.current_thread() is threading.main_thread():
+        # the process's own command, interrupted: the interpreter's exit still joins the library's threads (a
+        # chunk of work each), and a second Ctrl-C then (a terminal's, or `timeout`'s to the process group)
+        # would end it in a traceback; it ends the process at once instead
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(signal.SIGINT, _exit_interrupted)
+    return code
+
+
+def _exit_interrupted(signum: int, frame: Any) -> None:
+    os._exit(130)
 
 
 def _main(argv: list[str] | None) -> int:

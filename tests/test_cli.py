@@ -315,3 +315,30 @@ def test_evaluate_writes_each_task_into_its_own_default_folder(task, tmp_path, m
         argv += ["--masks", "imgs"]
     main(argv)
     assert seen["out"] == f"results/{task}"
+
+
+def test_a_second_ctrl_c_while_the_library_threads_end_exits_at_once_without_a_traceback(tmp_path):
+    # a terminal, or `timeout -s INT` (to the command, then to its group), can send SIGINT twice: the second
+    # came while the interpreter joined the coder's threads at exit and printed a KeyboardInterrupt traceback
+    src = tmp_path / "big.png"
+    io.imsave(src, np.tile(data.astronaut(), (2, 2, 1)), check_contrast=False)
+    failures = []
+    for _ in range(6):
+        out = tmp_path / "d.npz"
+        proc = subprocess.Popen([sys.executable, "-m", "restore.cli", "learn", str(src), "--out", str(out),
+                                 "--epochs", "20", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+        time.sleep(4.0)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        for delay in (0.0, 0.02, 0.05, 0.1, 0.2):  # until the first one is handled: the second meets the exit
+            time.sleep(delay)
+            if proc.poll() is not None:
+                break
+            proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        # 130, or ended by the signal itself as the interpreter finished (a shell reports both as 130)
+        if proc.returncode not in (130, -signal.SIGINT) or "Traceback" in err or "interrupted" not in err:
+            failures.append((proc.returncode, err[-800:]))
+        assert not out.exists()
+    assert not failures, failures
