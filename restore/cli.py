@@ -685,23 +685,17 @@ def main(argv: list[str] | None = None) -> int:
     previous = ({sig: signal.signal(sig, _terminate) for sig in caught}
                 if threading.current_thread() is threading.main_thread() else {})
     try:
-        code = _main(argv)
+        return _main(argv)
     except _Terminated as exc:
         return 128 + exc.signum
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if code == 130 and argv is None and threading.current_thread() is threading.main_thread():
-        # the process's own command, interrupted: the interpreter's exit still joins the library's threads (a
-        # chunk of work each), and a second Ctrl-C then (a terminal's, or `timeout`'s to the process group)
-        # would end it in a traceback; it ends the process at once instead
-        sys.stdout.flush()
-        sys.stderr.flush()
-        signal.signal(signal.SIGINT, _exit_interrupted)
-    return code
 
 
 def _exit_interrupted(signum: int, frame: Any) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
     os._exit(130)
 
 
@@ -723,6 +717,14 @@ def _main(argv: list[str] | None) -> int:
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise SystemExit(f"error: {text}") from None
     except KeyboardInterrupt as exc:
+        import signal
+        import threading
+
+        if argv is None and threading.current_thread() is threading.main_thread():
+            # the process's own command, interrupted: from here to the end of the interpreter's exit (which
+            # joins the library's threads, a chunk of work each) a second Ctrl-C (a terminal's, or `timeout`'s
+            # to the process group) ends the process at once instead of in a traceback
+            signal.signal(signal.SIGINT, _exit_interrupted)
         message = _INTERRUPTED.get(getattr(args, "command", None), "interrupted: nothing written")
         print("\n" + message.format(out=getattr(args, "out", "")), file=sys.stderr)
         if isinstance(exc, _Terminated):
