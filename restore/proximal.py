@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from . import _core
+from . import _core, _core_regular
 from ._cache import on_scope_close
 from ._config import default_num_threads
 from ._validation import check_choice, check_number
@@ -36,6 +36,12 @@ _TREE_KERNELS = {
     "tree_l2": (_core.prox_tree_l2, (2, 0)),
     "tree_linf": (_core.prox_tree_linf, (4, 2)),
     "tree_l0": (_core.prox_tree_l0, (2, 1)),
+}
+# The kernels walking the regular trees of wavelet transforms by index arithmetic, with their rows of float
+# scratch space (tree_linf takes the general layout).
+_REGULAR_KERNELS = {
+    "tree_l2": (_core_regular.prox_regular_tree_l2, 1),
+    "tree_l0": (_core_regular.prox_regular_tree_l0, 2),
 }
 _VALUE_KIND = {"tree_l2": 0, "tree_linf": 1, "tree_l0": 2}
 
@@ -91,6 +97,11 @@ def _free_scratch() -> None:
 def _run_tree_kernel(kernel, X, r0, r1, flat, lams, rows: tuple[int, int]) -> None:
     work, iwork = _workspace(max(flat.parent.shape[0], flat.perm.shape[0]), rows)
     kernel(X, r0, r1, *flat, lams, work, iwork)
+
+
+def _run_regular_kernel(kernel, X, r0, r1, regular, lams, n_work: int) -> None:
+    work, _ = _workspace(X.shape[1], (n_work, 0))
+    kernel(X, r0, r1, *regular, lams, work[0] if n_work == 1 else work)
 
 
 def _get_pool(n_threads: int) -> ThreadPoolExecutor:
@@ -162,6 +173,10 @@ def _prox_range(penalty: str, tree: Tree | None, lam: float | np.ndarray, n: int
         return lambda X, r0, r1: _core.prox_l1(X, r0, r1, lams)
     if penalty == "l0":
         return lambda X, r0, r1: _core.prox_l0(X, r0, r1, lams)
+    regular = tree._regular  # noqa: SLF001
+    if regular is not None and penalty in _REGULAR_KERNELS:
+        reg_kernel, n_work = _REGULAR_KERNELS[penalty]
+        return lambda X, r0, r1: _run_regular_kernel(reg_kernel, X, r0, r1, regular, lams, n_work)
     (tree_kernel, rows), flat = _TREE_KERNELS[penalty], tree._flat  # noqa: SLF001
     return lambda X, r0, r1: _run_tree_kernel(tree_kernel, X, r0, r1, flat, lams, rows)
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
+from ._core_regular import Bands
 
 __all__ = ["Tree"]
 
@@ -66,7 +67,11 @@ class Tree:
     """
 
     __slots__ = ("parents", "weights", "n_nodes", "n_vars", "depth", "roots",
-                 "_owner", "_order", "_pos", "_flat", "__weakref__")  # weak: the plan cache, restore._cache
+                 "_owner", "_order", "_pos", "_flat", "_regular", "_parents_of",
+                 "__weakref__")  # weak: the plan cache, restore._cache
+
+    # Built on first use for a regular tree (the kernels of restore._core_regular need none of them).
+    _LAZY = frozenset({"parents", "weights", "depth", "roots", "_owner", "_order", "_pos", "_flat"})
 
     def __init__(self, *, _token: object = None, **state: object) -> None:
         if _token is not _TOKEN:
@@ -77,6 +82,20 @@ class Tree:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Tree is immutable")
 
+    def __getattr__(self, name: str) -> object:
+        # only reached for a slot not set yet: the general layout of a regular tree, built once when first asked
+        if name not in Tree._LAZY or object.__getattribute__(self, "_regular") is None:
+            raise AttributeError(name)
+        regular = self._regular
+        if name == "weights":  # one value per band: no traversal needed
+            w = np.repeat(regular.weight, np.prod(regular.shape, axis=1))
+            object.__setattr__(self, "weights", _readonly(w))
+            return self.weights
+        full = Tree._build(self._parents_of(), None, self.weights)
+        for slot in Tree._LAZY:
+            object.__setattr__(self, slot, object.__getattribute__(full, slot))
+        return object.__getattribute__(self, name)
+
     def __delattr__(self, name: str) -> None:
         raise AttributeError("Tree is immutable")
 
@@ -85,6 +104,8 @@ class Tree:
                 f"depth={self.depth}, n_roots={len(self.roots)})")
 
     def __reduce__(self):
+        if self._regular is not None:
+            return (Tree._from_regular, (self._regular, self._parents_of))
         return (_rebuild, (self.parents, self._owner, self.weights))
 
     # ------------------------------------------------------------------
@@ -219,7 +240,20 @@ class Tree:
             _order=_readonly(order),
             _pos=_readonly(pos),
             _flat=flat,
+            _regular=None,
+            _parents_of=None,
         )
+
+    @classmethod
+    def _from_regular(cls, regular: Bands, parents_of: Callable[[], np.ndarray]) -> Tree:
+        """A wavelet tree walked by index arithmetic (:mod:`restore._core_regular`).
+
+        ``parents_of()`` gives the parent of every node (node ``n`` owning
+        variable ``n``), for the queries and kernels that need the general
+        layout: it is built on first use only.
+        """
+        n = regular.n_coeffs
+        return cls(_token=_TOKEN, n_nodes=n, n_vars=n, _regular=regular, _parents_of=parents_of)
 
     # ------------------------------------------------------------------
     # Queries
@@ -312,7 +346,14 @@ class Tree:
         if not np.all(np.isfinite(w)) or np.any(w < 0):
             bad = int(np.flatnonzero(~np.isfinite(w) | (w < 0))[0])
             raise ValueError(f"weights must be finite and >= 0, got weights[{bad}] = {w[bad]}")
+        if self._regular is not None:
+            reg = self._regular
+            ends = reg.start + np.prod(reg.shape, axis=1)
+            per_band = w[reg.start]
+            if all(np.all(w[a:b] == v) for a, b, v in zip(reg.start, ends, per_band, strict=True)):
+                return Tree._from_regular(reg._replace(weight=_readonly(per_band)), self._parents_of)
         state = {name: getattr(self, name) for name in self.__slots__ if name != "__weakref__"}
+        state["_regular"] = state["_parents_of"] = None
         state["weights"] = _readonly(w)
         state["_flat"] = self._flat._replace(weights=_readonly(np.ascontiguousarray(w[self._order])))
         return Tree(_token=_TOKEN, **state)

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pywt
 
 from ._cache import lru_bytes
+from ._core_regular import Bands
 from ._validation import check_level, check_wavelet, max_level
 from .tree import Tree
 
@@ -220,13 +222,45 @@ def quadtree_parents(band_shapes: tuple[tuple[int, int], ...]) -> np.ndarray:
     return np.concatenate(parents)
 
 
+def regular_bands(shape: Sequence[int], splits: Sequence[int], level_weights: Sequence[float],
+                  approx_weight: float) -> Bands:
+    """Describe the bands of the transform of an array of ``shape`` (sides divisible by their splits).
+
+    ``level_weights[l - 1]`` weighs the detail groups of level ``l`` (1 the
+    finest); ``approx_weight`` the approximation's.
+    """
+    layout = band_layout(shape, splits)
+    nd = len(layout[0].shape)
+    where = {(b.level, b.orientation): i for i, b in enumerate(layout)}
+    n = len(layout)
+    start = np.array([b.start for b in layout], dtype=np.int64)
+    bshape = np.ones((n, 3), dtype=np.int64)
+    parent = np.full(n, -1, dtype=np.int64)
+    shift = np.zeros((n, 3), dtype=np.int64)
+    weight = np.empty(n)
+    for i, b in enumerate(layout):
+        bshape[i, 3 - nd:] = b.shape
+        if i == 0:
+            weight[i] = approx_weight
+            continue
+        weight[i] = level_weights[b.level - 1]
+        up = where.get((b.level + 1, b.orientation), 0)
+        parent[i] = up
+        for a in range(nd):
+            shift[i, 3 - nd + a] = b.shape[a].bit_length() - layout[up].shape[a].bit_length()
+    inner = np.zeros(n, dtype=np.int64)
+    inner[parent[parent >= 0]] = 1
+    if np.any(weight < 0) or not np.all(np.isfinite(weight)):
+        raise ValueError(f"group weights must be finite and >= 0, got {weight!r}")
+    return Bands(start, bshape, parent, shift, weight, inner)
+
+
+
 @lru_bytes
 def _tree(shape: tuple[int, ...], splits: tuple[int, ...], penalize_approx: bool) -> Tree:
-    parents = wavelet_tree_parents(shape, splits)
-    weights = np.ones(parents.shape[0])
-    if not penalize_approx:
-        weights[: band_layout(shape, splits)[0].size] = 0.0
-    return Tree.from_parents(parents, weights=weights)
+    # regular: the prox walks it by index arithmetic, and its general layout is built only if something asks for it
+    bands = regular_bands(shape, splits, [1.0] * len(splits), 1.0 if penalize_approx else 0.0)
+    return Tree._from_regular(bands, partial(wavelet_tree_parents, shape, splits))  # noqa: SLF001
 
 
 def wavelet_tree(shape: Sequence[int], wavelet: str = "db3", level: int | Sequence[int] | None = None,

@@ -6,8 +6,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # restore's modules from the bottom up; a module may import only modules of
-# a lower rank (and anything outside the project). A package (inpainting/,
-# evaluate/) takes one rank; its own modules import each other freely.
+# a lower rank (and anything outside the project). A package (denoise/,
+# inpainting/, evaluate/) takes one rank; its own modules import each other freely.
 RANK = {
     "_cache": 0,
     "_config": 0,
@@ -17,6 +17,8 @@ RANK = {
     "_validation": 0,
     "_core": 1,
     "_core_diffusion": 1,
+    "_core_regular": 1,
+    "_blockmatch": 1,  # the non-local method's patch matching (numba, on arrays)
     "_files": 1,
     "_stores": 1,
     "noise": 1,
@@ -26,6 +28,7 @@ RANK = {
     "coding": 5,
     "denoise": 6,
     "learning": 6,
+    "_nonlocal": 7,  # the non-local method: on the denoise package's driver, the wavelet-tree estimate its pilot
     "inpainting": 7,
     "evaluate": 8,
     "cli": 9,
