@@ -178,3 +178,212 @@ def prox_regular_tree_l0(X, r0, r1, start, shape, parent, shift, weight, inner, 
                             zero[c] = keep
                         if keep == 0.0:
                             x[c] = 0.0
+
+
+# Children a coefficient can have: 7 bands of 8 below a 3-D approximation coefficient, 8 below a detail one.
+_STACK_PER_LEVEL = 64
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def _child_bands(parent):
+    """CSR lists of the bands hanging below each band: ``bands[ptr[b]:ptr[b + 1]]``."""
+    n_bands = parent.shape[0]
+    ptr = np.zeros(n_bands + 1, dtype=np.int64)
+    for b in range(n_bands):
+        if parent[b] >= 0:
+            ptr[parent[b] + 1] += 1
+    for b in range(n_bands):
+        ptr[b + 1] += ptr[b]
+    bands = np.empty(max(ptr[n_bands], 1), dtype=np.int64)
+    fill = ptr[:-1].copy()
+    for b in range(n_bands):
+        pb = parent[b]
+        if pb >= 0:
+            bands[fill[pb]] = b
+            fill[pb] += 1
+    return ptr, bands
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def prox_regular_tree_linf(X, r0, r1, start, shape, parent, shift, weight, inner, lams, work, iwork):
+    """Prox of ``lam * sum_n w_n ||x_g(n)||_inf``, in place, as :func:`restore._core.prox_tree_linf`.
+
+    The groups that vanish follow from l1 norms (bottom-up, then top-down);
+    each surviving group's clip level from Michelot's algorithm on the
+    entries above ``max - lam*w``, gathered by a depth-first sweep of its
+    subtree that skips every child subtree whose maximum is below that
+    level. ``work`` (float64, (3, >= p)): l1 norms, maxima, candidates;
+    ``iwork`` (int64, (2, >= p)): vanished flags, candidates.
+    """
+    n_bands = start.shape[0]
+    l1 = work[0]
+    mx = work[1]
+    cand_val = work[2]
+    dead = iwork[0]
+    cand_idx = iwork[1]
+    child_ptr, child_band = _child_bands(parent)
+    # the sweep's stack of (band, position, flat index): at most the children of one node per level below it
+    stack = np.empty((_STACK_PER_LEVEL * (n_bands + 1), 5), dtype=np.int64)
+    p = start[n_bands - 1] + shape[n_bands - 1, 0] * shape[n_bands - 1, 1] * shape[n_bands - 1, 2]
+    for row in range(r0, r1):
+        x = X[row]
+        lam = lams[row]
+        for c in range(p):
+            a = abs(x[c])
+            l1[c] = a
+            mx[c] = a
+        # Which groups vanish: from l1 norms alone, children (finer bands) before parents.
+        for b in range(n_bands - 1, -1, -1):
+            s0_ = start[b]
+            h0, h1, h2 = shape[b, 0], shape[b, 1], shape[b, 2]
+            radius = lam * weight[b]
+            pb = parent[b]
+            ps = start[pb] if pb >= 0 else 0
+            p1, p2 = shape[pb, 1], shape[pb, 2]
+            s0, s1, s2 = shift[b, 0], shift[b, 1], shift[b, 2]
+            for i0 in range(h0):
+                for i1 in range(h1):
+                    base = s0_ + (i0 * h1 + i1) * h2
+                    pbase = ps + ((i0 >> s0) * p1 + (i1 >> s1)) * p2
+                    for i2 in range(h2):
+                        c = base + i2
+                        s = l1[c]
+                        dead[c] = 0
+                        if radius > 0.0:
+                            if s <= radius:
+                                dead[c] = 1
+                                s = 0.0
+                            else:
+                                s -= radius
+                        if pb >= 0:
+                            l1[pbase + (i2 >> s2)] += s
+        for b in range(n_bands):
+            pb = parent[b]
+            if pb < 0:
+                continue
+            s0_ = start[b]
+            h0, h1, h2 = shape[b, 0], shape[b, 1], shape[b, 2]
+            ps = start[pb]
+            p1, p2 = shape[pb, 1], shape[pb, 2]
+            s0, s1, s2 = shift[b, 0], shift[b, 1], shift[b, 2]
+            for i0 in range(h0):
+                for i1 in range(h1):
+                    base = s0_ + (i0 * h1 + i1) * h2
+                    pbase = ps + ((i0 >> s0) * p1 + (i1 >> s1)) * p2
+                    for i2 in range(h2):
+                        if dead[pbase + (i2 >> s2)] != 0:
+                            dead[base + i2] = 1
+        # Clip levels, children before parents.
+        for b in range(n_bands - 1, -1, -1):
+            s0_ = start[b]
+            h0, h1, h2 = shape[b, 0], shape[b, 1], shape[b, 2]
+            radius = lam * weight[b]
+            pb = parent[b]
+            ps = start[pb] if pb >= 0 else 0
+            p1, p2 = shape[pb, 1], shape[pb, 2]
+            s0, s1, s2 = shift[b, 0], shift[b, 1], shift[b, 2]
+            leaf = inner[b] == 0
+            for i0 in range(h0):
+                for i1 in range(h1):
+                    base = s0_ + (i0 * h1 + i1) * h2
+                    pbase = ps + ((i0 >> s0) * p1 + (i1 >> s1)) * p2
+                    for i2 in range(h2):
+                        c = base + i2
+                        if dead[c] != 0:
+                            continue
+                        if radius > 0.0 and leaf:  # one coefficient: shrink it (> 0: it is not dead)
+                            tau = abs(x[c]) - radius
+                            x[c] = tau if x[c] > 0.0 else -tau
+                            mx[c] = tau
+                        elif radius > 0.0:
+                            t = mx[c] - radius
+                            nc = 0
+                            s = 0.0
+                            a = abs(x[c])
+                            if a >= t:
+                                cand_idx[0] = c
+                                cand_val[0] = a
+                                nc = 1
+                                s = a
+                            top = 0
+                            for q in range(child_ptr[b], child_ptr[b + 1]):  # the children of c
+                                top, nc, s = _push_live(i0, i1, i2, child_band[q], t, start, shape, shift, inner,
+                                                        dead, mx, x, stack, top, cand_idx, cand_val, nc, s)
+                            while top > 0:
+                                top -= 1
+                                db = stack[top, 0]
+                                j0, j1, j2 = stack[top, 1], stack[top, 2], stack[top, 3]
+                                d = stack[top, 4]
+                                a = abs(x[d])
+                                if a >= t:
+                                    cand_idx[nc] = d
+                                    cand_val[nc] = a
+                                    nc += 1
+                                    s += a
+                                for q in range(child_ptr[db], child_ptr[db + 1]):
+                                    top, nc, s = _push_live(j0, j1, j2, child_band[q], t, start, shape, shift,
+                                                            inner, dead, mx, x, stack, top, cand_idx, cand_val,
+                                                            nc, s)
+                            # Michelot's projection on the candidates.
+                            tau = (s - radius) / nc
+                            while True:
+                                kept = 0
+                                s = 0.0
+                                for q in range(nc):
+                                    a = cand_val[q]
+                                    if a > tau:
+                                        cand_val[kept] = a
+                                        cand_idx[kept] = cand_idx[q]
+                                        kept += 1
+                                        s += a
+                                if kept == nc:
+                                    break
+                                nc = kept
+                                tau = (s - radius) / nc
+                            if tau < 0.0:
+                                tau = 0.0
+                            for q in range(nc):
+                                j = cand_idx[q]
+                                x[j] = tau if x[j] > 0.0 else -tau
+                            mx[c] = tau
+                        if pb >= 0:
+                            q = pbase + (i2 >> s2)
+                            if mx[c] > mx[q]:
+                                mx[q] = mx[c]
+        for c in range(p):  # vanished groups are zero
+            if dead[c] != 0:
+                x[c] = 0.0
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def _push_live(i0, i1, i2, cb, t, start, shape, shift, inner, dead, mx, x, stack, top, cand_idx, cand_val, nc, s):
+    """Visit the children in band ``cb`` of position ``(i0, i1, i2)`` whose subtree survives and reaches ``t``.
+
+    A leaf's coefficient is a candidate at once (it is its subtree), an inner
+    one goes on the stack (band, position, flat index). Returns the stack's
+    top, the candidates' count and their sum.
+    """
+    t0, t1, t2 = shift[cb, 0], shift[cb, 1], shift[cb, 2]
+    c1, c2 = shape[cb, 1], shape[cb, 2]
+    cs = start[cb]
+    leaf = inner[cb] == 0
+    for d0 in range(i0 << t0, (i0 + 1) << t0):
+        for d1 in range(i1 << t1, (i1 + 1) << t1):
+            row = cs + (d0 * c1 + d1) * c2
+            for d2 in range(i2 << t2, (i2 + 1) << t2):
+                d = row + d2
+                if dead[d] == 0 and mx[d] >= t:
+                    if leaf:
+                        a = abs(x[d])
+                        cand_idx[nc] = d
+                        cand_val[nc] = a
+                        nc += 1
+                        s += a
+                    else:
+                        stack[top, 0] = cb
+                        stack[top, 1] = d0
+                        stack[top, 2] = d1
+                        stack[top, 3] = d2
+                        stack[top, 4] = d
+                        top += 1
+    return top, nc, s
