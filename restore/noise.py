@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 from ._config import NOISE_MODELS
 from ._validation import check_choice
 
-__all__ = ["NoiseEstimate", "anscombe", "estimate_noise", "inverse_anscombe"]
+__all__ = ["NOISE_CHOICES", "NoiseEstimate", "anscombe", "estimate_noise", "inverse_anscombe"]
 
 
 # ---------------------------------------------------------------------------
@@ -175,24 +175,52 @@ def _anscombe_variance(x: ArrayLike, gain: float, sigma: float) -> NDArray[np.fl
 # Noise estimation from the image: its noise-level function
 # ---------------------------------------------------------------------------
 
+#: What :func:`estimate_noise` accepts as ``noise``: the two models, or ``"auto"`` (the noise-level function
+#: chooses between them).
+NOISE_CHOICES: tuple[str, ...] = ("auto", *NOISE_MODELS)
+
 
 @dataclass(frozen=True)
 class NoiseEstimate:
     """Parameters of the noise of an image, as estimated or given.
 
+    Made by :func:`estimate_noise`; callers may also make one from known
+    values (``NoiseEstimate("poisson-gaussian", sigma, gain)``), which
+    leaves the fields after ``gain`` at their defaults.
+
     Attributes
     ----------
     noise : str
-        ``"gaussian"`` or ``"poisson-gaussian"``.
+        ``"gaussian"`` or ``"poisson-gaussian"`` (for ``noise="auto"``,
+        the model chosen).
     sigma : float
-        Standard deviation of the Gaussian part (image units).
+        Standard deviation of the Gaussian part (image units): the whole
+        noise for ``"gaussian"``, the read noise for ``"poisson-gaussian"``.
     gain : float or None
-        Image units per photon (``"poisson-gaussian"`` only).
+        Image units per photon (``"poisson-gaussian"`` only; 0.0 when the
+        image shows no growth of its noise with its level).
+    uncertain : bool
+        True when the image does not determine the estimate well: too few
+        smooth samples, too few levels left after leaving out clipped ones,
+        or a noise-level function whose standard error exceeds a quarter of
+        its value at the darkest or brightest level of the image.
+        :func:`estimate_noise` then also warns (``UserWarning``).
+    sigma_se, gain_se : float or None
+        Standard errors of ``sigma`` and ``gain`` (image units), from the
+        fit and the scatter of its points; None when not estimated.
+    note : str
+        One line on how the model was chosen or why the estimate is
+        uncertain (empty when there is nothing to say), for logs and
+        messages.
     """
 
     noise: str
     sigma: float
     gain: float | None = None
+    uncertain: bool = False
+    sigma_se: float | None = None
+    gain_se: float | None = None
+    note: str = ""
 
     def variance(self, mean: ArrayLike) -> NDArray[np.float64]:
         """The noise-level function: variance of a pixel of expected value ``mean``.
@@ -210,19 +238,49 @@ class NoiseEstimate:
         m = np.asarray(mean, dtype=np.float64)
         return (self.gain or 0.0) * np.maximum(m, 0.0) + self.sigma**2
 
+    def describe(self, scale: float = 1.0) -> str:
+        """One line for a log, a command line or a widget: the model, its parameters, how sure.
 
-def estimate_noise(image: ArrayLike, *, noise: str = "poisson-gaussian",
+        Parameters
+        ----------
+        scale : float, default 1.0
+            Units of the numbers shown per image unit (for instance 65535
+            for a uint16 image estimated as :func:`skimage.util.img_as_float`
+            reads it): ``sigma`` and ``gain`` are multiplied by it.
+
+        Returns
+        -------
+        str
+            For example ``"Poisson-Gaussian noise: gain 20.1 per photon,
+            read noise sigma 812"`` followed by ``"; "`` and :attr:`note`
+            when there is one.
+        """
+        if self.noise == "poisson-gaussian":
+            text = (f"Poisson-Gaussian noise: gain {(self.gain or 0.0) * scale:.4g} per photon, "
+                    f"read noise sigma {self.sigma * scale:.4g}")
+        else:
+            text = f"Gaussian noise: sigma {self.sigma * scale:.4g}"
+        if self.uncertain and "uncertain" not in self.note:
+            text += " (uncertain)"
+        return f"{text}; {self.note}" if self.note else text
+
+
+def estimate_noise(image: ArrayLike, *, noise: str = "auto",
                    progress: Callable[[int, int], None] | None = None) -> NoiseEstimate:
-    """Estimate the noise of an image from itself: its noise-level function.
+    """Estimate the noise of an image from itself: its noise-level function, and which model it follows.
 
     Parameters
     ----------
     image : array_like
         A 2-D image or a stack of 2-D planes along leading axes (a volume),
-        float. Integers are converted as :func:`skimage.util.img_as_float`
-        does.
-    noise : {'poisson-gaussian', 'gaussian'}
-        The model: variance ``gain * mean + sigma**2``, or ``sigma**2``.
+        real. Integers are converted as :func:`skimage.util.img_as_float`
+        does (the estimate is then in those units: multiply by 255 for
+        uint8, 65535 for uint16). Each plane (the last two axes) must be at
+        least 8 x 8 pixels.
+    noise : {'auto', 'gaussian', 'poisson-gaussian'}, default 'auto'
+        The model: variance ``sigma**2`` (``'gaussian'``), or
+        ``gain * mean + sigma**2`` (``'poisson-gaussian'``), or whichever
+        the image's noise-level function shows (``'auto'``; see Notes).
     progress : callable, optional
         ``progress(done, total)`` after each step of at most about 2**20
         samples of work (a few tens of milliseconds); it may raise (for
@@ -231,6 +289,20 @@ def estimate_noise(image: ArrayLike, *, noise: str = "poisson-gaussian",
     Returns
     -------
     NoiseEstimate
+        With ``noise='auto'``, the chosen model and the same parameters as
+        asking for that model directly; :attr:`NoiseEstimate.note` says
+        why it was chosen.
+
+    Warns
+    -----
+    UserWarning
+        When the estimate is uncertain (:attr:`NoiseEstimate.uncertain`).
+
+    Raises
+    ------
+    ValueError
+        For a non-numeric, empty or 1-D image, planes smaller than 8 x 8,
+        or an unknown ``noise``.
 
     Notes
     -----
@@ -238,15 +310,39 @@ def estimate_noise(image: ArrayLike, *, noise: str = "poisson-gaussian",
     band of an orthonormal Daubechies-2 transform holds mostly noise, and
     the approximation band (over 2, the filter's gain in 2-D), averaged over
     a window, the local mean. Only smooth places are used, where the local
-    mean barely changes (its gradient below its median in the plane), so
-    that image detail does not pass for noise. Those places are sorted into
-    bins of equal width in their local mean; in each bin a robust variance
-    of the detail coefficients (their mean square within 6 robust
-    deviations of 0) is a point of the noise-level function; a line fitted
+    mean barely changes (its gradient in the lowest quarter of the plane's),
+    so that image detail does not pass for noise.
+
+    *Gaussian*: ``sigma`` is the median absolute detail coefficient over
+    0.6745 (a robust standard deviation).
+
+    *Poisson-Gaussian*: the places are sorted into bins of equal width in
+    their local mean (sparse bins merged with the next); in each, a robust
+    variance of the detail coefficients (their mean square within 6 robust
+    deviations of 0) is a point of the noise-level function. A line fitted
     to the points by weighted least squares (weights: count over variance
     squared) gives ``gain`` (slope, >= 0) and ``sigma**2`` (intercept,
-    floored at 0). The model assumes the
-    image's zero is zero photons (no camera offset).
+    floored at 0); its covariance, inflated by the points' scatter about the
+    line when that exceeds sampling noise, gives the standard errors. The
+    model assumes the image's zero is zero photons (no camera offset).
+
+    *Clipping*: values at the image's minimum or maximum may be clipped
+    (an offset removed below 0, saturation); clipping shrinks the variance
+    of places whose mean lies within a few deviations of it. Both models
+    leave out the places (bins) whose local mean lies within 3 noise
+    deviations of the image's minimum or maximum, deviations taken from
+    the fit and refitted until no more are left out. An unclipped image's
+    extremes are noise extremes, farther than that from any smooth mean.
+
+    *Choice* (``'auto'``): Poisson-Gaussian when the fitted slope is at
+    least 4 standard errors above 0 (the variance grows with the level,
+    beyond what texture and sampling explain) and the fitted variance at
+    the image's brightest level is at least 1.5 times the one at its
+    darkest (the noise deviation changes by more than 22% across the
+    image, which a single sigma would not serve); else Gaussian. An image
+    of one level (no structure) is Gaussian: its variance is the same
+    everywhere, whatever its cause. ``benchmarks/calibrate_noise_auto.py``
+    measures how often this choice is right.
 
     References
     ----------
@@ -261,19 +357,32 @@ def estimate_noise(image: ArrayLike, *, noise: str = "poisson-gaussian",
         raise ValueError(f"image must be a real numeric array, got dtype {img.dtype}")
     if img.ndim < 2:
         raise ValueError(f"image must have at least 2 dimensions, got shape {img.shape}")
-    check_choice("noise", noise, NOISE_MODELS, plural="noise models")
+    check_choice("noise", noise, NOISE_CHOICES, plural="noise models")
+    if min(img.shape[-2:]) < _MIN_SIDE or img.size == 0:
+        raise ValueError(f"image must have planes (its last two axes) of at least {_MIN_SIDE} x {_MIN_SIDE} "
+                         f"pixels to estimate its noise from, got shape {img.shape}")
     img = np.asarray(img if img.dtype.kind == "f" else img_as_float(img), dtype=np.float64)
     planes = img.reshape(-1, *img.shape[-2:])
     steps = _Steps(progress, len(planes) * (1 + _plane_steps(img.shape[-2:])) + _N_BINS + 1)
     # fitted in units of the largest magnitude, scaled back: int64 images come in units of 2**-63
     scale = 0.0
     for p in planes:
-        scale = max(scale, float(np.max(np.abs(p))) if p.size else 0.0)
+        scale = max(scale, float(np.max(np.abs(p))))
         steps()
     scale = scale if np.isfinite(scale) and scale > 0 else 1.0
-    est = _estimate_noise_unit(planes, scale, noise, steps)
+    est = _estimate_noise_unit(planes, scale, _clip_levels(planes), noise, steps)
     steps.finish()
-    return replace(est, sigma=est.sigma * scale, gain=None if est.gain is None else est.gain * scale)
+
+    def back(v: float | None) -> float | None:
+        return None if v is None else v * scale
+
+    est = replace(est, sigma=est.sigma * scale, gain=back(est.gain), sigma_se=back(est.sigma_se),
+                  gain_se=back(est.gain_se))
+    if est.uncertain:
+        import warnings
+
+        warnings.warn(f"The noise estimate is uncertain: {est.describe()}", UserWarning, stacklevel=2)
+    return est
 
 
 # Samples of work between two progress reports of the estimate, at most about (tens of milliseconds): Cancel
@@ -310,49 +419,173 @@ def _plane_steps(shape: tuple[int, ...]) -> int:
     return _strips(h, w) + _strips(w, h // 2) + 3
 
 
-def _estimate_noise_unit(planes: np.ndarray, scale: float, noise: str, steps: _Steps) -> NoiseEstimate:
-    """:func:`estimate_noise` of float64 planes, divided by ``scale`` to a magnitude of about 1."""
-    means, dets = _smooth_samples(planes, scale, steps)
-    if noise == "gaussian" or means.size < _MIN_SAMPLES:
-        s = float(np.median(np.abs(dets)) / 0.6744897501960817) if dets.size else 0.0
-        return NoiseEstimate("gaussian", s) if noise == "gaussian" else NoiseEstimate(noise, s, 0.0)
-    gain, var0 = _fit_nlf(means, dets, steps)
-    return NoiseEstimate(noise, float(np.sqrt(max(var0, 0.0))), float(gain))
-
-
-_SMOOTH_QUANTILE = 0.5  # keep the smoother half of the places (local-mean gradient below its median)
+_MIN_SIDE = 8  # pixels: a smaller plane leaves a detail band of under 4 x 4, less than one window of local mean
+_SMOOTH_QUANTILE = 0.25  # keep the smoothest quarter of the places (local-mean gradient below its lower quartile)
 _MEAN_WINDOW = 9  # side of the window averaging the approximation band into the local mean (18 pixels)
-_N_BINS = 24  # bins of the local mean, each one point of the noise-level function
-_MIN_SAMPLES = 2048  # fewer smooth samples than this: a plain median estimate of a constant variance
-_MIN_BIN = 256  # fewer samples than this in a bin of the local mean: no point there
-_RANGE_QUANTILE = 0.001  # bins span the local means between this quantile and its complement
+_N_BINS = 24  # bins of the local mean, each one point of the noise-level function (sparse ones merged)
+_MIN_SAMPLES = 1024  # fewer smooth samples than this: no line is fitted (the Gaussian estimate, gain 0)
+_MIN_BIN = 128  # samples a point of the noise-level function needs: its variance then has a 12.5% standard error
+_RANGE_QUANTILE = 0.001  # bins (and the image's levels) span the local means between this quantile and its complement
 _CLIP = 6.0  # robust deviations beyond which a detail coefficient is an outlier (a Gaussian keeps all but 2e-9)
 _MAD = 0.6744897501960817  # median |N(0, 1)|
+_MAD_SE = 1.166  # standard error of a median-absolute-deviation sigma, times sqrt(n) / sigma (Gaussian samples)
+# A share of the values on the image's minimum (maximum), and a multiple of the count on the nearest other value,
+# from which that level is taken for clipped: one value in 1000, 10 times its neighbour (Poisson zeros of a
+# background of 0.1 photons reach 10; clipped read noise far more)
+# Shares of clipped values a place's window may hold, tried in turn until enough smooth samples remain: none
+# (clipping has not touched the place), then up to 2%, 10% (the variance of a Gaussian clipped 1.3 deviations from
+# its mean shrinks by a quarter, its median deviation far less), 30% (uncertain)
+_CLIPPED_SHARES = (0.0, 0.02, 0.1, 0.3)
+_PILE_SHARE = 1e-3
+_PILE_RATIO = 10.0
+# The choice of 'auto': the slope's standard errors above 0 needed to call the noise Poisson-Gaussian. Texture
+# that passes for noise scatters the points, which the standard error takes in; 4 keeps chance out (3e-5 one-sided)
+_Z_PHOTON = 4.0
+# ... and the ratio of the fitted variance at the brightest level of the image to the darkest: below 1.5 the noise
+# deviation changes by under 22% across the image, and a single sigma serves it about as well
+_RATIO_PHOTON = 1.5
+# Standard error of the noise-level function (relative to its value, at the image's darkest and brightest levels)
+# above which the estimate is uncertain: a noise variance known to no better than +-50%
+_UNCERTAIN = 0.5
+_MIN_POINTS = 3  # points of the noise-level function needed to check a line against them (fewer: uncertain)
 
 
-def _smooth_samples(planes: np.ndarray, scale: float, steps: _Steps) -> tuple[np.ndarray, np.ndarray]:
-    """Local means and finest diagonal details at the smooth places of every plane (divided by ``scale``)."""
+def _estimate_noise_unit(planes: np.ndarray, scale: float, clip: tuple[float, float], noise: str,
+                         steps: _Steps) -> NoiseEstimate:
+    """:func:`estimate_noise` of float64 planes, divided by ``scale`` to a magnitude of about 1.
+
+    ``clip``: the levels where the planes' values are clipped (-inf, inf
+    where they are not), in the planes' units.
+    """
+    means, dets, levels, left_out, allowed = _smooth_samples(planes, scale, clip, steps)
+    levels = (max(levels[0], clip[0] / scale), min(levels[1], clip[1] / scale))
+    clipped = ""
+    if left_out >= 0.005:
+        clipped = (f"{100 * left_out:.0f}% of the image's places, near clipped values, left out"
+                   + (f" (those with over {100 * allowed:.0f}% of clipped values)" if allowed > 0 else ""))
+    if allowed >= _CLIPPED_SHARES[-1]:
+        clipped = _join("uncertain: clipping reaches most of the image", clipped)
+    gauss = _gaussian(dets, clipped)
+    if noise == "gaussian":
+        return gauss
+    if means.size < _MIN_SAMPLES:
+        why = f"only {means.size} smooth samples (at least {_MIN_SAMPLES} needed to fit a gain)"
+        if noise == "poisson-gaussian":
+            return NoiseEstimate(noise, gauss.sigma, 0.0, True, gauss.sigma_se, None,
+                                 _join(f"uncertain: {why}", clipped))
+        return replace(gauss, note=_join(f"Gaussian chosen: {why}", gauss.note))
+    fit = _fit_nlf(means, dets, steps)
+    pg = fit.estimate(levels, clipped)
+    if noise == "poisson-gaussian":
+        return pg
+    # 'auto'
+    if fit.points < _MIN_POINTS:
+        return replace(gauss, note=_join("Gaussian chosen: the image has too few levels (or too few unclipped "
+                                         "ones) to show whether its noise grows with its level", gauss.note))
+    z, ratio = fit.z(), fit.ratio(levels)
+    if z >= _Z_PHOTON and ratio >= _RATIO_PHOTON:
+        return replace(pg, note=_join(f"Poisson-Gaussian chosen: the noise variance grows {ratio:.3g}x from the "
+                                      f"darkest level to the brightest (slope {z:.1f} standard errors above 0)",
+                                      pg.note))
+    if z < _Z_PHOTON:
+        why = f"the noise variance does not grow clearly with the level (slope {z:.1f} standard errors from 0)"
+    else:
+        why = f"the noise variance grows only {ratio:.3g}x from the darkest level to the brightest"
+    return replace(gauss, note=_join(f"Gaussian chosen: {why}", gauss.note))
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+def _gaussian(dets: np.ndarray, clipped: str) -> NoiseEstimate:
+    """The Gaussian model: a robust deviation of the details (median absolute value over 0.6745)."""
+    n = int(dets.size)
+    s = float(np.median(np.abs(dets)) / _MAD) if n else 0.0
+    se = _MAD_SE * s / np.sqrt(max(n, 1))
+    # the variance's relative error is twice the deviation's
+    uncertain = n == 0 or 2 * se > _UNCERTAIN * s
+    why = f"uncertain: only {n} smooth samples away from clipped values" if uncertain else ""
+    note = _join(why, clipped)
+    return NoiseEstimate("gaussian", s, None, note.startswith("uncertain"), se, None, note)
+
+
+def _clip_levels(planes: np.ndarray) -> tuple[float, float]:
+    """The image's minimum and maximum where values pile up (clipped), else -inf and inf.
+
+    A level is clipped when at least :data:`_PILE_SHARE` of the values lie
+    on it and :data:`_PILE_RATIO` times as many as on the nearest other
+    value: continuous noise reaches its extreme once, integer counts (photon
+    counts without read noise included) about as often as the values next
+    to it, clipped noise far more often.
+    """
+    out = []
+    if min(float(np.min(p)) for p in planes) == max(float(np.max(p)) for p in planes):
+        return -np.inf, np.inf  # a constant image: nothing clipped, and no noise
+    for sign in (1.0, -1.0):  # the minimum, then the maximum as the minimum of -planes
+        level = min(float(np.min(sign * p)) for p in planes)
+        at = sum(int(np.count_nonzero(sign * p == level)) for p in planes)
+        above = [sign * p[sign * p > level] for p in planes]
+        nxt = min((float(np.min(a)) for a in above if a.size), default=np.inf)
+        near = sum(int(np.count_nonzero(a == nxt)) for a in above)
+        piled = at >= _PILE_SHARE * planes.size and at >= _PILE_RATIO * max(near, 1)
+        out.append(sign * level if piled else -sign * np.inf)
+    return out[0], out[1]
+
+
+def _smooth_samples(planes: np.ndarray, scale: float, clip: tuple[float, float],
+                    steps: _Steps) -> tuple[np.ndarray, np.ndarray, tuple[float, float], float, float]:
+    """Local means and finest diagonal details at the smooth, unclipped places of every plane (over ``scale``).
+
+    Also the range of the local means of all places (the image's darkest
+    and brightest levels, quantiles :data:`_RANGE_QUANTILE` of each plane),
+    the share of places left out because too many values of their window
+    lie on a clipping level of ``clip``, and the share of clipped values a
+    window was allowed (the first of :data:`_CLIPPED_SHARES` that leaves
+    enough samples: clipping shrinks the variance of places near it, the
+    more the more of their values it takes).
+    """
     from scipy import ndimage
 
-    means, dets = [], []
+    clipping = bool(np.isfinite(clip[0]) or np.isfinite(clip[1]))
+    tiers = _CLIPPED_SHARES if clipping else (0.0,)
+    means: list[list[np.ndarray]] = [[] for _ in tiers]
+    dets: list[list[np.ndarray]] = [[] for _ in tiers]
+    left: list[int] = [0 for _ in tiers]
+    lo, hi = np.inf, -np.inf
+    places = 0
     for p in planes:
         h, w = (p.shape[0] // 2) * 2, (p.shape[1] // 2) * 2
-        if h < 4 or w < 4:
-            continue
         a, d = _db2_bands(p[:h, :w], scale, steps)
         # the local mean must be far less noisy than the spread of means a bin spans, or bins mix levels
         m = ndimage.uniform_filter(a / 2.0, _MEAN_WINDOW, mode="reflect")
         steps()
         grad = np.hypot(ndimage.sobel(m, 0), ndimage.sobel(m, 1))
+        q = np.quantile(m, [_RANGE_QUANTILE, 1 - _RANGE_QUANTILE])
+        lo, hi = min(lo, float(q[0])), max(hi, float(q[1]))
+        share = np.zeros(m.shape, dtype=np.float32)
+        if clipping:  # the share of clipped values in each place's window
+            at = (p[:h, :w] == clip[0]) | (p[:h, :w] == clip[1])
+            share = ndimage.uniform_filter(at.reshape(h // 2, 2, w // 2, 2).mean(axis=(1, 3), dtype=np.float32),
+                                           _MEAN_WINDOW + 2, mode="reflect")
+        places += m.size
         steps()
-        # the gradient of the local mean also carries noise: compare it within each plane
-        keep = grad <= np.quantile(grad, _SMOOTH_QUANTILE)
-        means.append(m[keep])
-        dets.append(d[keep])
+        for t, tier in enumerate(tiers):
+            usable = share <= tier + 1e-6  # float32 running sums leave residues of about 1e-7
+            left[t] += int(m.size - np.count_nonzero(usable))
+            if not usable.any():
+                continue
+            # the gradient of the local mean also carries noise: compare it within each plane
+            keep = usable & (grad <= np.quantile(grad[usable], _SMOOTH_QUANTILE))
+            means[t].append(m[keep])
+            dets[t].append(d[keep])
         steps()
-    if not means:
-        return np.empty(0), np.empty(0)
-    return np.concatenate(means), np.concatenate(dets)
+    counts = [sum(x.size for x in tier) for tier in means]
+    t = next((t for t, n in enumerate(counts) if n >= min(_MIN_SAMPLES, 0.5 * counts[-1])), len(tiers) - 1)
+    if not means[t]:
+        return np.empty(0), np.empty(0), (lo, hi), 1.0, tiers[t]
+    return (np.concatenate(means[t]), np.concatenate(dets[t]), (lo, hi), left[t] / max(places, 1),
+            tiers[t])
 
 
 def _db2_bands(p: np.ndarray, scale: float, steps: _Steps) -> tuple[np.ndarray, np.ndarray]:
@@ -382,32 +615,127 @@ def _db2_bands(p: np.ndarray, scale: float, steps: _Steps) -> tuple[np.ndarray, 
     return np.concatenate(a, axis=1), np.concatenate(d, axis=1)
 
 
-def _fit_nlf(means: np.ndarray, dets: np.ndarray, steps: _Steps | None = None) -> tuple[float, float]:
-    """Slope and intercept of the variance of ``dets`` against ``means``: a robust variance per bin, then a line."""
+@dataclass(frozen=True)
+class _LineFit:
+    """The noise-level function's line ``gain * mean + var0`` and what it was fitted on (image units / scale)."""
+
+    gain: float  # the slope as fitted (may be < 0)
+    var0: float  # the intercept as fitted (may be < 0)
+    cov: np.ndarray  # 2 x 2 covariance of (slope, intercept)
+    points: int  # points of the noise-level function fitted
+
+    def variance(self, m: float) -> float:
+        return self.gain * m + self.var0
+
+    def variance_se(self, m: float) -> float:
+        v = np.array([m, 1.0])
+        return float(np.sqrt(max(v @ self.cov @ v, 0.0)))
+
+    def z(self) -> float:
+        """The slope in standard errors (0 when it has none)."""
+        se = np.sqrt(max(self.cov[0, 0], 0.0))
+        return float(self.gain / se) if se > 0 else (np.inf if self.gain > 0 else 0.0)
+
+    def ratio(self, levels: tuple[float, float]) -> float:
+        """Fitted variance at the brightest level over the darkest (inf when the darkest's is 0)."""
+        lo, hi = max(self.variance(levels[0]), 0.0), max(self.variance(levels[1]), 0.0)
+        return float(hi / lo) if lo > 0 else (np.inf if hi > 0 else 1.0)
+
+    def estimate(self, levels: tuple[float, float], clipped: str = "") -> NoiseEstimate:
+        """The Poisson-Gaussian :class:`NoiseEstimate` (uncertain when the line is, in the image's range)."""
+        gain_se = float(np.sqrt(max(self.cov[0, 0], 0.0)))
+        var0_se = float(np.sqrt(max(self.cov[1, 1], 0.0)))
+        if self.gain < 0:  # variance that falls with the mean is no photon noise: gain 0, the mean variance
+            gain = 0.0
+            var0 = max(self.variance(0.5 * (levels[0] + levels[1])), 0.0)
+        else:
+            gain, var0 = self.gain, self.var0
+        sigma = float(np.sqrt(max(var0, 0.0)))
+        # sigma's error from var0's: d sigma = d var0 / (2 sigma), or the square root of var0's error at 0
+        sigma_se = var0_se / (2 * sigma) if sigma > np.sqrt(var0_se) else float(np.sqrt(var0_se))
+        notes = []
+        if self.points < _MIN_POINTS:
+            notes.append(f"uncertain: only {self.points} levels to fit the noise-level function on")
+        else:
+            # variance of a pixel worth one photon: below it, errors in the read noise do not matter
+            floor = max(gain * gain, 1e-300)
+            for m, name in ((levels[0], "darkest"), (levels[1], "brightest")):
+                v = max(gain * max(m, 0.0) + var0, floor)
+                rel = self.variance_se(m) / v
+                if rel > _UNCERTAIN:
+                    notes.append(f"uncertain: the noise variance at the {name} level is known to +-{100 * rel:.0f}%"
+                                 + (" (read noise)" if name == "darkest" else ""))
+                    break
+        notes.append(clipped)
+        uncertain = bool(notes and notes[0].startswith("uncertain"))
+        return NoiseEstimate("poisson-gaussian", sigma, float(gain), uncertain, float(sigma_se), gain_se,
+                             _join(*notes))
+
+
+def _nlf_points(means: np.ndarray, dets: np.ndarray,
+                steps: _Steps | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Points of the noise-level function: mean level, robust variance and count of each bin of the local mean.
+
+    Bins of equal width; a bin of fewer than :data:`_MIN_BIN` samples is
+    merged with the next ones (a sparse bright tail becomes a point instead
+    of being dropped), a short last group with the one before.
+    """
     lo, hi = np.quantile(means, [_RANGE_QUANTILE, 1 - _RANGE_QUANTILE])
     which = np.clip(((means - lo) / max(hi - lo, 1e-300) * _N_BINS).astype(np.int64), 0, _N_BINS - 1)
-    mu, var, n = [], [], []
-    for k in range(_N_BINS):
+    order = np.argsort(which, kind="stable")
+    bounds = np.searchsorted(which[order], np.arange(_N_BINS + 1))
+    groups, start = [], 0
+    for k in range(1, _N_BINS + 1):
         if steps is not None:
             steps()
-        d = dets[which == k]
-        if d.size < _MIN_BIN:
-            continue
-        mu.append(means[which == k].mean())
-        var.append(_robust_var(d))
-        n.append(d.size)
-    mu, var, n = np.array(mu), np.array(var), np.array(n, dtype=np.float64)
-    if mu.size < 2:
-        return 0.0, float(_robust_var(dets))
+        if bounds[k] - bounds[start] >= _MIN_BIN:
+            groups.append((bounds[start], bounds[k]))
+            start = k
+    if bounds[_N_BINS] > bounds[start] and groups:  # a short last group joins the one before
+        groups[-1] = (groups[-1][0], bounds[_N_BINS])
+    mu, var, n = [], [], []
+    for a, b in groups:
+        idx = order[a:b]
+        mu.append(means[idx].mean())
+        var.append(_robust_var(dets[idx]))
+        n.append(b - a)
+    return np.array(mu), np.array(var), np.array(n, dtype=np.float64)
+
+
+def _line(mu: np.ndarray, var: np.ndarray, n: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """Slope, intercept and their covariance: least squares weighted by the points' sampling variance.
+
+    The weights come from the fitted variance (iteratively reweighted:
+    a sample variance of ``n`` values has variance ``2 v**2 / n``). The
+    covariance is inflated by the points' scatter about the line when it
+    exceeds that (texture, a curve): the fit then knows less than sampling
+    alone says.
+    """
+    tiny = 1e-12 * max(float(var.max()), 1e-300)
+    A = np.stack([mu, np.ones_like(mu)], axis=1)
     gain, var0 = 0.0, float(np.median(var))
-    for _ in range(3):  # weights from the fitted variance: iteratively reweighted least squares
-        fit = np.maximum(gain * mu + var0, 1e-12 * max(var.max(), 1e-300))
-        wts = n / fit**2
-        A = np.stack([mu, np.ones_like(mu)], axis=1) * np.sqrt(wts)[:, None]
-        gain, var0 = np.linalg.lstsq(A, var * np.sqrt(wts), rcond=None)[0]
-        if gain < 0:  # variance that falls with the mean is no photon noise: constant model
-            gain, var0 = 0.0, float(np.sum(wts * var) / np.sum(wts))
-    return float(gain), float(var0)
+    for _ in range(4):
+        fit = np.maximum(gain * mu + var0, tiny)
+        w = n / (2 * fit**2)
+        gain, var0 = np.linalg.lstsq(A * np.sqrt(w)[:, None], var * np.sqrt(w), rcond=None)[0]
+    fit = np.maximum(gain * mu + var0, tiny)
+    w = n / (2 * fit**2)
+    cov = np.linalg.pinv(A.T @ (A * w[:, None]))
+    if mu.size > 2:
+        chi2 = float(np.sum(w * (var - fit) ** 2)) / (mu.size - 2)
+        cov = cov * max(chi2, 1.0)
+    return float(gain), float(var0), cov
+
+
+def _fit_nlf(means: np.ndarray, dets: np.ndarray, steps: _Steps | None = None) -> _LineFit:
+    """The noise-level function's line through its points (bins of the local mean)."""
+    mu, var, n = _nlf_points(means, dets, steps)
+    if mu.size == 0:
+        return _LineFit(0.0, float(_robust_var(dets)), np.zeros((2, 2)), 0)
+    if mu.size == 1:
+        return _LineFit(0.0, float(var[0]), np.zeros((2, 2)), 1)
+    gain, var0, cov = _line(mu, var, n)
+    return _LineFit(gain, var0, cov, int(mu.size))
 
 
 def _robust_var(d: np.ndarray) -> float:

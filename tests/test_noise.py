@@ -64,7 +64,8 @@ def test_estimate_on_gaussian_noise(rng):
     x = smooth_volume(rng)
     y = x + 0.05 * rng.standard_normal(x.shape)
     assert estimate_noise(y, noise="gaussian").sigma == pytest.approx(0.05, rel=0.05)
-    pg = estimate_noise(y)
+    assert estimate_noise(y).noise == "gaussian"  # the default, 'auto', sees no photon noise
+    pg = estimate_noise(y, noise="poisson-gaussian")
     assert pg.gain < 0.005 and pg.sigma == pytest.approx(0.05, rel=0.1)
     assert NoiseEstimate("poisson-gaussian", 0.02, 0.1).variance(0.5) == pytest.approx(0.0504)
 
