@@ -169,9 +169,15 @@ def part_choices(args) -> dict:
 
     The Wiener stage's passes, the tree pilot's shifts and SURE's subset are
     internal constants of :mod:`restore.denoise`; they are set here for one
-    run each, as a user cannot.
+    run each (in every module of the package that binds them), as a user cannot.
     """
-    import restore.denoise as rd
+    import importlib
+    import pkgutil
+
+    import restore.denoise
+
+    package = restore.denoise
+    homes = [importlib.import_module(f"{package.__name__}.{m.name}") for m in pkgutil.iter_modules(package.__path__)]
 
     base = {"axes": (0, 1, 2), "sigma": 0.1, "cycle_spins": 8}
     variants = [
@@ -209,14 +215,15 @@ def part_choices(args) -> dict:
             kw = {**base, **change}
             if kw["axes"] is None:
                 del kw["axes"]
-            saved = {k: getattr(rd, k) for k in constants}
+            saved = {(m, k): getattr(m, k) for m in homes for k in constants if hasattr(m, k)}
+            assert {k for _, k in saved} == set(constants), f"no such constant in restore.denoise: {constants}"
             try:
-                for k, v in constants.items():
-                    setattr(rd, k, v)
+                for m, k in saved:
+                    setattr(m, k, constants[k])
                 out, cpu, wall = timed(lambda kw=kw, y=y: denoise_wavelet_tree(y, **kw))
             finally:
-                for k, v in saved.items():
-                    setattr(rd, k, v)
+                for (m, k), v in saved.items():
+                    setattr(m, k, v)
             res.setdefault(label, {})[name] = {"psnr": V.psnr(out, x), "cpu": cpu, "wall": wall}
     ref = res["defaults (base)"]
     rows = []

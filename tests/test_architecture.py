@@ -26,9 +26,9 @@ RANK = {
     "proximal": 3,
     "wavelet": 4,
     "coding": 5,
+    "_nonlocal": 5,  # the non-local method on one unit (tree, core, block matching); denoise/ drives it
     "denoise": 6,
     "learning": 6,
-    "_nonlocal": 7,  # the non-local method: on the denoise package's driver, the wavelet-tree estimate its pilot
     "inpainting": 7,
     "evaluate": 8,
     "cli": 9,

@@ -4,7 +4,7 @@ import pywt
 from skimage import data
 
 from restore import choose_lam, denoise_wavelet_tree, estimate_sigma, prox, wavelet_quadtree
-from restore.denoise import _shifts
+from restore.denoise._transform import _shifts
 
 PENS = ("l1", "l0", "tree_l2", "tree_linf", "tree_l0")
 

@@ -653,7 +653,7 @@ def test_a_tiff_stack_larger_than_the_memory_budget_is_streamed(tmp_path):
 def test_the_plan_and_tree_caches_are_bounded_in_bytes_not_in_entries():
     """Blocks of a chunked volume come in up to 27 shapes, and a tree costs about 80 bytes per coefficient."""
     from restore._cache import CACHE_BYTES, nbytes
-    from restore.denoise import _plan
+    from restore.denoise._transform import _plan
     from restore.wavelet import _tree
 
     for k in range(12):  # twelve block shapes of about 0.1 M voxels (8 MB of tree) each

@@ -118,6 +118,8 @@ def test_lazy_planes_use_the_levels_of_the_whole_plane():
     assert abs(10 * np.log10(ref_err / lazy_err)) < 0.05
 
 
+# small pure-Poisson data: the read noise is not determined, and estimate_noise says so
+@pytest.mark.filterwarnings("ignore:The noise estimate is uncertain:UserWarning")
 def test_a_lazy_volume_estimates_its_photon_noise_once():
     """Not once a block: a block of dark background alone cannot tell photon noise from read noise."""
     rng = np.random.default_rng(5)

@@ -1,0 +1,66 @@
+"""Where the image's axes are: the transformed axes, the slider axes, and the channels (opponent colour)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Orthonormal opponent colour transform: white noise of level sigma in RGB
+# stays white with the same sigma, and most of the structure moves to the
+# first (luminance) channel, so each channel is shrunk on its own terms.
+_OPPONENT = np.array([
+    [1 / np.sqrt(3), 1 / np.sqrt(3), 1 / np.sqrt(3)],
+    [1 / np.sqrt(2), 0.0, -1 / np.sqrt(2)],
+    [1 / np.sqrt(6), -2 / np.sqrt(6), 1 / np.sqrt(6)],
+])
+
+
+def _check_sliced(sliced_axes, ndim: int, sp_axes: tuple[int, ...]) -> tuple[int, ...]:
+    """``sliced_axes`` as non-negative axes, each one of the transformed axes."""
+    try:
+        sliced = tuple(int(a) for a in sliced_axes)
+    except (TypeError, ValueError):
+        raise ValueError(f"sliced_axes must be a sequence of axes, got {sliced_axes!r}") from None
+    if any(not -ndim <= a < ndim for a in sliced) or not {a % ndim for a in sliced} <= set(sp_axes):
+        raise ValueError(f"sliced_axes must be among the transformed axes {sp_axes}, got {sliced_axes!r}")
+    norm = tuple(sorted({a % ndim for a in sliced}))
+    if len(norm) != len(sliced):
+        raise ValueError(f"sliced_axes names an axis twice, got {sliced_axes!r}")
+    return norm
+
+
+def _check_axes(axes, ndim: int, channel_axis: int | None, channels_checked: bool = True) -> tuple[int, ...]:
+    """The transformed axes, non-negative and increasing: two or three, none of them the channel axis."""
+    spatial = [i for i in range(ndim) if i != channel_axis]
+    if axes is None:
+        if len(spatial) < 2:
+            raise ValueError(f"image must have at least 2 dimensions besides channels, got {ndim} dimensions")
+        return tuple(spatial[-2:])
+    try:
+        ax = [int(a) for a in axes]
+        ok = all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in axes)
+    except TypeError:
+        ok = False
+    if not ok or len(ax) not in (2, 3) or any(not -ndim <= a < ndim for a in ax):
+        raise ValueError(f"axes must be two or three axes of the image (ndim {ndim}), got {axes!r}")
+    ax = [a % ndim for a in ax]
+    if len(set(ax)) != len(ax) or (channels_checked and channel_axis in ax):
+        raise ValueError(f"axes must be distinct spatial axes, not the channel axis {channel_axis}, got {axes!r}")
+    return tuple(sorted(ax))
+
+
+def _to_channels(plane: np.ndarray, channel_axis: int | None) -> list[np.ndarray]:
+    if channel_axis is None:
+        return [np.asarray(plane, dtype=np.float64)]
+    x = np.moveaxis(plane, channel_axis, -1).astype(np.float64)
+    if x.shape[-1] == 3:
+        x = x @ _OPPONENT.T
+    return [np.ascontiguousarray(x[..., c]) for c in range(x.shape[-1])]
+
+
+def _from_channels(channels: list[np.ndarray], has_channels: bool) -> np.ndarray:
+    if not has_channels:
+        return channels[0]
+    x = np.stack(channels, axis=-1)
+    if x.shape[-1] == 3:
+        x = x @ _OPPONENT
+    return x

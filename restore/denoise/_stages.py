@@ -1,0 +1,105 @@
+"""The two stages of the wavelet-tree method on one plane or volume: tree shrinkage, then empirical Wiener."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._config import default_num_threads
+from .._progress import Steps
+from ._transform import _Plan, _shifts, _shrink_rows
+
+
+def _shift_groups(n_shifts: int, ndim: int = 2) -> list[list[tuple[int, ...]]]:
+    """The shifts in groups of one per thread: each group is shrunk as one batch (one row per thread)."""
+    shifts = _shifts(n_shifts, ndim)
+    k = default_num_threads()
+    return [shifts[i:i + k] for i in range(0, n_shifts, k)]
+
+
+def _shrink_steps(n_shifts: int) -> int:
+    """Progress steps of :func:`_denoise_plane`: a forward and an inverse transform per shift, a prox per group."""
+    return 2 * n_shifts + len(_shift_groups(n_shifts))
+
+
+def _denoise_plane(plane: np.ndarray, lam: float, penalty: str, plan: _Plan, penalize_approx: bool,
+                   n_shifts: int, steps: Steps | None = None, level_weights: np.ndarray | None = None,
+                   var_map: np.ndarray | None = None) -> np.ndarray:
+    """Average over ``n_shifts`` circular shifts of transform, prox, inverse; ``steps()`` after each stage.
+
+    With ``var_map``, each coefficient is shrunk in units of its noise deviation: divided by it
+    (:meth:`._transform._Plan.coeff_var`) before the prox, multiplied back after.
+    """
+    step = steps if steps is not None else (lambda: None)
+    acc = None
+    for group in _shift_groups(n_shifts, len(plan.shape)):
+        C = np.empty((len(group), plan.n_coeffs))
+        scale = None if var_map is None else np.empty_like(C)
+        for i, (row, s) in enumerate(zip(C, group, strict=True)):
+            row[:] = plan.forward(plane, s)
+            if scale is not None:
+                scale[i] = np.sqrt(plan.coeff_var(var_map, s))
+            step()
+        if scale is not None:
+            C /= scale
+        _shrink_rows(C, lam, penalty, plan, penalize_approx, level_weights)
+        if scale is not None:
+            C *= scale
+        step()
+        for row, s in zip(C, group, strict=True):
+            rec = plan.inverse(row, s)
+            acc = rec if acc is None else acc + rec
+            step()
+    return acc / n_shifts if n_shifts > 1 else acc
+
+
+# The empirical Wiener stage: passes in other bases than the tree's db3, each taking the previous estimate as its
+# pilot (Haar first, for sharp and thin structures, then db2, smooth ones), each with its own number of shifts per
+# cycle spin. Its gain is in translation invariance (more shifts in the last pass), and the tree pilot needs few:
+# the choices and their gains are measured by ``benchmarks/bench_volume.py --part choices``.
+_WIENER_PASSES = (("haar", 0.5), ("db2", 2.0))  # (wavelet, shifts per cycle spin)
+_PILOT_SPINS = 0.25  # shifts of the tree pilot per cycle spin when the Wiener stage follows
+
+
+def _wiener_shifts(n_shifts: int, spins: float) -> int:
+    """Shifts of one Wiener pass: ``spins`` per cycle spin, none when the tree stage has none."""
+    return max(1, int(n_shifts * spins)) if n_shifts > 1 else 1
+
+
+def _pilot_shifts(n_shifts: int) -> int:
+    """Shifts of the tree estimate when it is the Wiener stage's pilot."""
+    return max(1, int(n_shifts * _PILOT_SPINS))
+
+
+def _use_wiener(wiener: bool | None, n_axes: int) -> bool:
+    """The Wiener stage runs when asked, and by default on volumes (three transformed axes)."""
+    return n_axes == 3 if wiener is None else bool(wiener)
+
+
+def _wiener_plane(plane: np.ndarray, pilot: np.ndarray, sigma: float, plan: _Plan, n_shifts: int,
+                  steps: Steps | None = None, var_map: np.ndarray | None = None) -> np.ndarray:
+    """Empirical Wiener filter of ``plane`` with the gains of ``pilot``, averaged over the same shifts.
+
+    Each detail coefficient ``c`` becomes ``c * p**2 / (p**2 + sigma**2)``, ``p``
+    the pilot's coefficient in the same basis (``sigma**2``: the
+    coefficient's own noise variance from ``var_map`` when given);
+    approximation coefficients are kept. ``steps()`` after each transform
+    pair and each inverse.
+    """
+    step = steps if steps is not None else (lambda: None)
+    acc = None
+    s2 = float(sigma) ** 2
+    for s in _shifts(n_shifts, len(plan.shape)):
+        c = plan.forward(plane, s)
+        p = plan.forward(pilot, s)
+        step()
+        p *= p
+        if var_map is not None:
+            v = plan.coeff_var(var_map, s)
+            gain = np.divide(p, p + v, out=np.ones_like(p), where=p + v > 0)
+        else:
+            gain = p / (p + s2) if s2 > 0 else np.ones_like(p)
+        gain[: plan.n_approx] = 1.0
+        rec = plan.inverse(c * gain, s)
+        acc = rec if acc is None else acc + rec
+        step()
+    return acc / n_shifts if n_shifts > 1 else acc

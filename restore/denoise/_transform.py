@@ -1,0 +1,212 @@
+"""The wavelet transform of one plane or volume: its plan (padding, levels, tree), shifts, shrinkage.
+
+A :class:`_Plan` is cached per shape (:func:`_plan`); :func:`_setup` validates the settings and returns it.
+:func:`_shrink_rows` applies the prox of the tree core to rows of coefficients.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._cache import lru_bytes
+from .._validation import check_choice, check_int, check_level, check_wavelet, max_level
+from ..proximal import PENALTIES, _prox_rows
+from ..tree import Tree
+from ..wavelet import band_layout, default_level, level_splits, wavelet_forward, wavelet_inverse, wavelet_tree
+
+# ---------------------------------------------------------------------------
+# Transform plan: padding, transform, tree, cached per shape
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How to transform arrays of one shape: padding, the levels of each axis, the tree (cached per shape)."""
+
+    shape: tuple[int, ...]
+    padded: tuple[int, ...]
+    wavelet: str
+    levels: tuple[int, ...]
+    splits: tuple[int, ...]
+    n_approx: int
+    tree: Tree
+    node_level: np.ndarray  # level of each coefficient (0: approximation, 1: finest details)
+
+    @property
+    def level(self) -> int:
+        """Number of levels (of the most split axis)."""
+        return len(self.splits)
+
+    @property
+    def n_coeffs(self) -> int:
+        """Number of wavelet coefficients of a padded array."""
+        return int(np.prod(self.padded, dtype=np.int64))
+
+    def forward(self, x: np.ndarray, shift: tuple[int, ...] | None = None) -> np.ndarray:
+        if self.padded != self.shape:
+            x = np.pad(x, [(0, p - s) for s, p in zip(self.shape, self.padded, strict=True)], mode="symmetric")
+        if shift is not None and any(shift):
+            x = np.roll(x, shift, axis=tuple(range(x.ndim)))
+        return wavelet_forward(x, self.wavelet, self.splits)
+
+    def inverse(self, c: np.ndarray, shift: tuple[int, ...] | None = None) -> np.ndarray:
+        x = wavelet_inverse(c, self.wavelet, self.splits, self.padded)
+        if shift is not None and any(shift):
+            x = np.roll(x, tuple(-s for s in shift), axis=tuple(range(x.ndim)))
+        return x[tuple(slice(0, s) for s in self.shape)]
+
+    def coeff_var(self, var_map: np.ndarray, shift: tuple[int, ...] | None = None) -> np.ndarray:
+        """Noise variance of each coefficient (flat) for independent noise of variance ``var_map`` per sample.
+
+        A coefficient's variance is ``var_map`` weighted by its basis
+        function squared; this takes the mean of ``var_map`` over the cell of
+        its band's grid (exact for a constant map, and for Haar), padded and
+        shifted as :meth:`forward` does.
+        """
+        v = var_map
+        if self.padded != self.shape:
+            v = np.pad(v, [(0, p - s) for s, p in zip(self.shape, self.padded, strict=True)], mode="symmetric")
+        if shift is not None and any(shift):
+            v = np.roll(v, shift, axis=tuple(range(v.ndim)))
+        out = np.empty(self.n_coeffs)
+        bands = band_layout(self.padded, self.splits)
+        for level, mask in enumerate(self.splits, start=1):
+            # halve the axes this level splits: cell means of the previous level's cell means
+            for a in range(v.ndim):
+                if (mask >> a) & 1:
+                    even = tuple(slice(0, None, 2) if b == a else slice(None) for b in range(v.ndim))
+                    odd = tuple(slice(1, None, 2) if b == a else slice(None) for b in range(v.ndim))
+                    v = 0.5 * (v[even] + v[odd])
+            for b in bands[1:]:
+                if b.level == level:
+                    out[b.start:b.start + b.size] = v.ravel()
+        out[: self.n_approx] = v.ravel()
+        return out
+
+    def level_tree(self, level_weights: np.ndarray | None) -> Tree:
+        """The tree with the detail groups of level l weighted ``level_weights[l - 1]`` (None: all 1)."""
+        if level_weights is None:
+            return self.tree
+        w = np.concatenate([[1.0], level_weights])[self.node_level] * self.tree.weights
+        return self.tree.with_weights(w)
+
+
+@lru_bytes
+def _plan(shape: tuple[int, ...], wavelet: str, level: int | tuple[int, ...], penalize_approx: bool) -> _Plan:
+    levels = (int(level),) * len(shape) if np.ndim(level) == 0 else tuple(int(n) for n in level)
+    padded = tuple(-(-s // (1 << n)) * (1 << n) for s, n in zip(shape, levels, strict=True))
+    splits = level_splits(levels)
+    tree = wavelet_tree(padded, wavelet, levels, penalize_approx)
+    bands = band_layout(padded, splits)
+    node_level = np.zeros(tree.n_nodes, dtype=np.int64)
+    for b in bands[1:]:
+        node_level[b.start:b.start + b.size] = b.level
+    node_level.setflags(write=False)
+    return _Plan(tuple(shape), padded, wavelet, levels, splits, bands[0].size, tree, node_level)
+
+
+def _shrink_rows(C: np.ndarray, lam: float, penalty: str, plan: _Plan, penalize_approx: bool,
+                 level_weights: np.ndarray | None = None) -> None:
+    """Prox of each row of C (n, p), in place; detail level l is shrunk at ``lam * level_weights[l - 1]``.
+
+    The approximation band is left alone by l1/l0 unless penalised (the tree
+    penalties carry that choice in their weights).
+    """
+    if penalty in ("l1", "l0"):
+        start = 0 if penalize_approx else plan.n_approx
+        if level_weights is None:
+            D = np.ascontiguousarray(C[:, start:])
+            _prox_rows(D, lam, penalty, None)
+            C[:, start:] = D
+            return
+        for lo, hi, w in _level_ranges(plan, level_weights, start):
+            D = np.ascontiguousarray(C[:, lo:hi])
+            _prox_rows(D, lam * w, penalty, None)
+            C[:, lo:hi] = D
+    else:
+        _prox_rows(C, lam, penalty, plan.level_tree(level_weights))
+
+
+def _level_ranges(plan: _Plan, level_weights: np.ndarray, start: int) -> list[tuple[int, int, float]]:
+    """Contiguous ranges of the flat vector from ``start``, each with its level's weight (approximation: 1)."""
+    lv = plan.node_level
+    edges = np.flatnonzero(np.diff(lv)) + 1
+    bounds = np.concatenate([[0], edges, [lv.size]])
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        lo = max(int(lo), start)
+        if lo < hi:
+            out.append((lo, int(hi), 1.0 if lv[lo] == 0 else float(level_weights[lv[lo] - 1])))
+    return out
+
+
+def _shifts(k: int, ndim: int = 2) -> list[tuple[int, ...]]:
+    """K circular shifts over ``ndim`` axes, finest first: in 2-D (0,0), (1,1), (1,0), (0,1), (2,2), ...
+
+    Shift ``s`` is read in base ``2**ndim``: its digit ``j`` sets bit ``j`` of
+    every axis' shift, the digits taken in an order where each shift comes
+    before its complement's neighbours (the all-ones shift second).
+    """
+    if ndim == 2:
+        order = (0, 3, 2, 1)  # (dy, dx) bits: 0 -> (0, 0), 3 -> (1, 1), 2 -> (1, 0), 1 -> (0, 1)
+    else:
+        order = (0, 7, 4, 3, 2, 5, 1, 6)  # complementary pairs: (0,0,0) (1,1,1), (1,0,0) (0,1,1), ...
+    base = 1 << ndim
+    out = []
+    for s in range(k):
+        shift = [0] * ndim
+        j = 0
+        while s:
+            digit = order[s % base]
+            for a in range(ndim):
+                shift[a] += ((digit >> (ndim - 1 - a)) & 1) << j
+            s //= base
+            j += 1
+        out.append(tuple(shift))
+    return out
+
+
+def _setup(plane_shape, penalty, wavelet, level, penalize_approx) -> _Plan:
+    """Validate the transform's settings for arrays of this shape (2 or 3 sides); the cached plan."""
+    check_choice("penalty", penalty, PENALTIES, plural="penalties")
+    shape = tuple(int(s) for s in plane_shape)
+    return _plan(shape, wavelet, _levels(shape, wavelet, level), bool(penalize_approx))
+
+
+def _levels(shape: tuple[int, ...], wavelet: str, level) -> tuple[int, ...]:
+    """Validated levels of each axis: 2-D as always (at most :func:`max_level`), 3-D an int or one per axis."""
+    wav = check_wavelet(wavelet)
+    if len(shape) == 2:
+        lv = min(default_level(shape), max_level(shape, wav)) if level is None else check_level(level, shape, wav)
+        return (lv, lv)
+    if level is None:
+        return _default_levels(shape)
+    if np.ndim(level) == 0:
+        levels = (check_int("level", level, min=1),) * len(shape)
+    else:
+        levels = tuple(check_int("level", n, min=0) for n in level)
+        if len(levels) != len(shape) or max(levels) < 1:
+            raise ValueError(f"level must be an integer >= 1 or one integer >= 0 per axis ({len(shape)} axes, "
+                             f"at least one >= 1), got {level!r}")
+    for n, lv in zip(shape, levels, strict=True):
+        # deeper, padding would more than double the axis (2**level samples) for a coarsest band of one sample
+        deepest = max(1, int(np.ceil(np.log2(n))))
+        if lv > deepest:
+            raise ValueError(f"level {lv} is too deep for an axis of {n} samples (volume {'x'.join(map(str, shape))}): "
+                             f"at most {deepest} there, or None for the default")
+    return levels
+
+
+# 3-D: levels leave at least this many samples on the thinnest axis (2-D keeps about 16, default_level)
+_MIN_SAMPLES_3D = 4
+# ... and are at most this many: deeper levels gain nothing on the benchmark's volumes (bench_volume.py --part
+# choices), and the default must not grow with the volume, or a Dask volume's overlaps (2**level wide) would too
+_MAX_LEVELS_3D = 3
+
+
+def _default_levels(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Default levels per axis of a 3-D transform: down to a few samples on the thinnest axis, at most 3, equal."""
+    n = min(shape)
+    return (min(_MAX_LEVELS_3D, max(1, int(np.floor(np.log2(max(n, 2) / _MIN_SAMPLES_3D))))),) * len(shape)

@@ -1,0 +1,476 @@
+"""The public functions of wavelet-tree denoising: :func:`denoise_wavelet_tree`, :func:`choose_lam`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .._cache import call_scope
+from .._progress import ProgressCallback, Steps
+from .._validation import check_choice, check_image, check_image_layout, restore_dtype
+from ..noise import anscombe, inverse_anscombe
+from ._blocks import _WHOLE_MAX_VOXELS, _denoise_blocks, _denoise_dask, _is_dask
+from ._lam import LamChoice, LamMethod, _choice_for_plane, _lam_steps, _resolve_method
+from ._layout import _check_axes, _from_channels, _to_channels
+from ._noise_model import _channel_sigmas, _photon_model, _stabilised_variance
+from ._options import _check_options, _Options
+from ._stages import (
+    _WIENER_PASSES,
+    _denoise_plane,
+    _pilot_shifts,
+    _shrink_steps,
+    _use_wiener,
+    _wiener_plane,
+    _wiener_shifts,
+)
+from ._transform import _plan, _setup, _shrink_rows
+
+
+@call_scope()
+def choose_lam(
+    image: ArrayLike,
+    *,
+    sigma: float | Sequence[float] | None = None,
+    penalty: str = "tree_l2",
+    method: LamMethod | None = None,
+    wavelet: str = "db3",
+    level: int | Sequence[int] | None = None,
+    penalize_approx: bool = False,
+    channel_axis: int | None = None,
+    axes: Sequence[int] | None = None,
+    noise: str = "gaussian",
+    gain: float | None = None,
+    per_level: bool | None = None,
+    rng: int | np.random.Generator | None = None,
+    progress: ProgressCallback | None = None,
+) -> LamChoice:
+    """Choose ``lam`` for :func:`denoise_wavelet_tree` from the noisy image alone.
+
+    ``denoise_wavelet_tree(image, lam=choose_lam(image, **kw), **kw)`` gives
+    the same result as ``denoise_wavelet_tree(image, **kw)`` with ``lam``
+    chosen there; choosing first lets a caller scale the choice.
+
+    Parameters
+    ----------
+    image : ndarray, shape (M, N), or (P, M, N) with three ``axes``
+        One noisy plane or volume (grey, or colour with ``channel_axis``).
+    sigma : float or sequence of float, optional
+        Noise standard deviation (one, or one per channel); with
+        ``noise='poisson-gaussian'``, of the read noise. Estimated when None.
+    penalty : str
+        One of ``restore.PENALTIES``.
+    method : {'sure', 'rule'}, optional
+        ``'sure'`` minimises Stein's unbiased risk estimate over lam (exact
+        for ``l1``, Monte-Carlo with one Gaussian probe for ``tree_l2`` and
+        ``tree_linf``; about 25 evaluations); ``'rule'`` uses ``lam`` as a
+        function of ``sigma`` calibrated on the bundled images. Default:
+        ``'sure'`` for the convex penalties, ``'rule'`` for ``l0`` and
+        ``tree_l0`` (SURE needs a continuous estimator).
+    wavelet, level, penalize_approx
+        As in :func:`denoise_wavelet_tree`.
+    channel_axis : int, optional
+        Axis of the colour channels.
+    axes, noise, gain
+        As in :func:`denoise_wavelet_tree`; ``axes`` must name every
+        spatial axis of ``image``. Under ``noise='poisson-gaussian'`` the
+        choice is in units of each coefficient's noise deviation after the
+        generalized Anscombe transform, as ``denoise_wavelet_tree`` reads a
+        number then, and its ``sigma`` is the stabilised noise's, 1.
+    per_level : bool, optional
+        With SURE, also choose a weight per detail level (the lam of level
+        ``l`` is ``lam * weight[l]``): after the common lam, one sweep of
+        coordinate descent over the levels, finest first, each weight in
+        [0.25, 4] by a log grid and golden section on the same probe (12
+        more evaluations per level; l1 gets SureShrink's exact threshold per
+        level). The weights never raise SURE's estimate above the single
+        lam's. Default (None): off.
+    rng : int or numpy.random.Generator, optional
+        Seed of the SURE probe; default 0, so the choice is reproducible.
+    progress : callable, optional
+        ``progress(done, total)`` after each evaluation of SURE's risk; it
+        may raise :class:`restore.Cancelled` to stop.
+
+    Returns
+    -------
+    LamChoice
+    """
+    arr = np.asarray(image)
+    n_axes = 2 if axes is None else len(_check_axes(axes, arr.ndim, None, channels_checked=False))
+    check_image_layout(arr.shape, arr.dtype, channel_axis=channel_axis, spatial=n_axes, exact=True)
+    if method is not None:
+        check_choice("method", method, ("sure", "rule"), plural="methods")
+    opts = _check_options(arr.shape, arr.dtype, sigma=sigma, lam=method, penalty=penalty, wavelet=wavelet,
+                          level=level, penalize_approx=penalize_approx, cycle_spins=0, channel_axis=channel_axis,
+                          axes=axes, noise=noise, gain=gain, per_level=per_level, wiener=None, rng=rng,
+                          progress=progress)
+    img, axis = check_image(arr, channel_axis=opts.c_axis, spatial=n_axes, exact=True)
+    x = np.transpose(img, list(opts.sp_axes) + ([] if axis is None else [axis]))
+    plan = _plan(x.shape[:n_axes], wavelet, opts.levels, opts.penalize_approx)
+    method, n_channels, sigmas_given = opts.method, opts.n_channels, opts.sigmas
+    if noise == "poisson-gaussian":
+        model = _photon_model(x, opts.gain, opts.read_noise, axis is not None, dtype=arr.dtype)
+        x, sigmas_given = anscombe(x, model.gain, model.sigma), [1.0] * n_channels
+    channels = _to_channels(x, -1 if axis is not None else None)
+    var_maps = (_stabilised_variance(channels, model, n_axes) if noise == "poisson-gaussian"
+                else [None] * len(channels))
+    sigmas = _channel_sigmas(sigmas_given, channels)
+    steps = Steps(progress, len(channels) * _lam_steps(method, penalty, plan, per_level, noise == "poisson-gaussian"),
+                  start=True)
+    # as denoise_wavelet_tree does: SURE's probe afresh on each channel
+    choices = [_choice_for_plane(ch, s, penalty, method, plan, penalize_approx, np.random.default_rng(opts.seed),
+                                 steps, per_level, vm)
+               for ch, s, vm in zip(channels, sigmas, var_maps, strict=True)]
+    weights = tuple(None if w is None else tuple(float(v) for v in w) for _, w in choices)
+    return LamChoice(lam=tuple(float(lm) for lm, _ in choices), sigma=tuple(float(s) for s in sigmas),
+                     method=method, level_weights=weights if any(w is not None for w in weights) else None)
+
+
+# ---------------------------------------------------------------------------
+# Denoising
+# ---------------------------------------------------------------------------
+
+
+def denoise_wavelet_tree(
+    image: ArrayLike,
+    *,
+    sigma: float | Sequence[float] | None = None,
+    lam: float | Sequence[float] | LamMethod | LamChoice | None = None,
+    penalty: str = "tree_l2",
+    wavelet: str = "db3",
+    level: int | Sequence[int] | None = None,
+    penalize_approx: bool = False,
+    cycle_spins: int = 0,
+    channel_axis: int | None = None,
+    axes: Sequence[int] | None = None,
+    noise: str = "gaussian",
+    gain: float | None = None,
+    per_level: bool | None = None,
+    wiener: bool | None = None,
+    rng: int | np.random.Generator | None = None,
+    progress: ProgressCallback | None = None,
+    sliced_axes: Sequence[int] = (),
+) -> NDArray[np.floating]:
+    r"""Denoise an image or a volume by tree-structured shrinkage of its wavelet coefficients.
+
+    Solves, for each plane (or volume, with three ``axes``) and channel,
+    ``min_a 0.5 * ||W y - a||^2 + lam * Omega(a)`` where ``W`` is an
+    orthonormal 2-D wavelet transform and ``Omega`` a penalty on the
+    quad-tree of the coefficients (each detail coefficient is the parent of
+    the four coefficients of the next finer level at the same place and
+    orientation), and returns ``W^T a``. As ``W`` is orthonormal this is a
+    single proximal operator, computed exactly.
+
+    Parameters
+    ----------
+    image : ndarray or dask.array.Array
+        Image of shape (M, N), or stacks of such planes along leading axes,
+        with channels along ``channel_axis`` if given; with
+        ``axes=(0, 1, 2)``, a volume (P, M, N). A Dask array gives a lazy Dask
+        array, computed block by block with overlaps
+        (:func:`dask.array.map_overlap`) of up to 32 voxels (256 pixels in
+        2-D), so that it agrees with the in-memory result away from the
+        volume's borders (exactly when the basis functions reach no further):
+        blocks have the levels of the whole, its photon noise (estimated
+        once, on a central part of at most 16 M voxels), and, with ``lam``
+        chosen automatically, choose their own. Every setting is checked at
+        the call; the values (NaN, inf) block by block. Integer images are
+        converted to float in [0, 1] (:func:`skimage.util.img_as_float`);
+        float images are neither rescaled nor clipped.
+    sigma : float or sequence of float, optional
+        Standard deviation of the noise, in image units (one value, or one
+        per channel); with ``noise='poisson-gaussian'``, of its Gaussian
+        (read noise) part. Estimated per plane and channel when None.
+    lam : float, sequence of float, {'sure', 'rule'}, optional
+        Regularisation, absolute (image units). A number (or one per
+        channel) is used as is, on every level; ``'sure'`` and ``'rule'``
+        choose it per plane as :func:`choose_lam` does (on planes, SURE also
+        weighs each level); a :class:`LamChoice` from :func:`choose_lam`
+        applies its lam and level weights; None picks ``'sure'`` for ``l1``,
+        ``tree_l2``, ``tree_linf`` and ``'rule'`` for ``l0``, ``tree_l0``.
+    penalty : {'tree_l2', 'tree_linf', 'tree_l0', 'l1', 'l0'}
+        ``tree_l2`` (default) is the best on natural images; ``l1`` and
+        ``l0`` are soft and hard thresholding; ``tree_l0`` is Donoho's
+        CART-like dynamic programme.
+    wavelet : str, default 'db3'
+        An orthogonal PyWavelets wavelet (``'haar'``, ``'db3'``, ``'sym4'``...).
+    level : int or sequence of int, optional
+        Decomposition levels, or in 3-D one per axis of ``axes``, in its
+        order (an anisotropic volume may have fewer along z: those levels
+        then split y and x only, 4 children per node). Default: in 2-D an
+        approximation band of about 16 x 16; in 3-D as many levels as leave at least 4 samples on the
+        thinnest axis, at most 3, the same along every axis (so that a Dask
+        volume's blocks and their overlaps do not grow with it).
+    penalize_approx : bool, default False
+        Whether the approximation band is penalised (its coefficients are
+        otherwise unpenalised roots of the quad-tree).
+    cycle_spins : int, default 0
+        Average the estimates of this many circular shifts of the image
+        (translation-invariant denoising; 0 or 1 means no shift).
+    channel_axis : int, optional
+        Axis of the colour channels. Three channels are denoised in an
+        orthonormal opponent colour space (luminance and two colour
+        differences), other counts channel by channel.
+    axes : sequence of int, optional
+        The spatial axes transformed together, two or three (none of them
+        the channel axis). Default: the last two non-channel axes, plane by
+        plane. With three, the transform is 3-D and each detail coefficient
+        has 8 children at the next finer level (one octree per orientation,
+        7 of them); the other axes are stacked.
+    noise : {'gaussian', 'poisson-gaussian'}
+        ``'poisson-gaussian'``: photon noise of ``gain`` image units per
+        photon plus Gaussian read noise ``sigma``; the image goes through
+        the generalized Anscombe transform, is denoised at its stabilised
+        noise and comes back through its exact unbiased inverse
+        (:mod:`restore.noise`). That noise has variance 1 where a sample
+        expects a few photons or more, and far less on dark backgrounds:
+        its variance per sample is read from a pilot (the data's local
+        mean over 5 samples a side), each coefficient is divided by its own
+        noise deviation before shrinkage (and multiplied back after), SURE
+        measures the risk under that variance, and the Wiener stage uses
+        it. ``lam``, when a number, is then in units of each coefficient's
+        noise deviation.
+    gain : float, optional
+        Image units per photon (``noise='poisson-gaussian'``). ``gain`` and
+        ``sigma`` are estimated from the image's noise-level function when
+        None (:func:`restore.estimate_noise`; the estimate is logged at INFO
+        level on the ``restore.denoise`` logger).
+    per_level : bool, optional
+        As in :func:`choose_lam`: with SURE, also choose a weight per detail level (the lam of level
+        ``l`` is ``lam * weight[l]``): after the common lam, one sweep of
+        coordinate descent over the levels, finest first, each weight in
+        [0.25, 4] by a log grid and golden section on the same probe (12
+        more evaluations per level; l1 gets SureShrink's exact threshold per
+        level). The weights never raise SURE's estimate above the single
+        lam's. Default (None): off.
+    wiener : bool, optional
+        Refine the tree estimate by empirical Wiener filtering: the noisy
+        coefficients in another orthonormal basis (with the same levels) are
+        scaled by ``p**2 / (p**2 + sigma**2)``, ``p`` the pilot's
+        coefficient. Two passes, each averaged over shifts: in Haar with the
+        tree estimate as pilot (``cycle_spins / 2`` shifts), then in
+        Daubechies 2 with the first pass as pilot (``2 * cycle_spins``
+        shifts); the tree estimate then takes ``cycle_spins / 4`` shifts.
+        Default (None): on for volumes (three ``axes``), off for planes.
+    rng : int, sequence of int, numpy.random.SeedSequence or numpy.random.Generator, optional
+        Seed of the SURE probe, which starts afresh from it on each plane
+        and channel (default 0: reproducible results; a Generator gives one
+        seed drawn from it).
+    progress : callable, optional
+        ``progress(done, total)`` after each step: each evaluation of SURE's
+        risk, each transform and each shrinkage of a group of shifts (under
+        a second each on a 4096 x 4096 plane). It may raise
+        :class:`restore.Cancelled` to stop; nothing is returned then.
+    sliced_axes : sequence of int, default ()
+        Dask arrays only: transformed axes that a viewer shows one slice at
+        a time (napari's sliders, such as z). The result's blocks keep to the
+        input's chunks along them (at least ``2**level`` samples), so that
+        computing one slice computes the blocks of one chunk's depth and their
+        overlap, not up to 128 samples (when a chunk and its overlaps span
+        the axis, one block spans it); computing the whole then does more
+        redundant work along these axes (a block's overlap is up to 32
+        samples each side, whatever its core). Default: blocks sized for
+        computing the whole.
+
+    Returns
+    -------
+    ndarray
+        Denoised image of the input's shape and float dtype (float64 for
+        integer input). The input is never modified.
+
+    Raises
+    ------
+    ValueError
+        Unknown penalty or wavelet, non-orthogonal wavelet, NaN or inf in
+        the image, negative sigma or lam, SURE requested for a non-convex
+        penalty, wrong number of per-channel values, planes too small,
+        levels too deep for an axis; under photon noise, an image whose
+        mean is more than 3 read-noise deviations below 0 (a camera offset)
+        or a gain above an integer image's largest value (a gain in
+        counts). All before any work, for Dask arrays too (their values,
+        block by block).
+
+    Notes
+    -----
+    Any image size works: each plane (volume) is padded symmetrically to a
+    multiple of ``2**level`` along each axis, transformed with
+    ``mode='periodization'`` (orthonormal then) and cropped back. Cycle
+    spinning shifts along every transformed axis. With ``lam`` given, the result equals
+    transform, :func:`restore.prox`, inverse transform (and ``wiener=False``
+    for volumes).
+
+    The Wiener stage [4]_ uses the tree estimate as the oracle of each
+    coefficient's energy in another basis; the bases err in different
+    places, so it removes part of the tree estimate's artefacts, and its
+    shifts make the result more translation invariant than the tree
+    estimate's alone, at about the cost of the tree estimate's shifts it
+    replaces.
+
+    A volume of more than 2**25 voxels (per channel) is denoised in the
+    overlapping blocks a Dask array of it would be, two at a time: whole,
+    it would take about 160 bytes a voxel; in blocks, the input, the output
+    and a bounded working memory per block (``benchmarks/bench_volume.py
+    --part memory``). The result is then the Dask array's (with lam chosen
+    automatically, one per block; under photon noise, the gain and read
+    noise are estimated, and checked, on a central part of at most 16 M
+    voxels). ``progress`` is then called from the blocks' threads, one call
+    at a time.
+
+    SURE measures the risk on at most about 2**19 coefficients: on larger
+    volumes and images, on a regular subset of whole trees (every second
+    root along the axes with the most roots), which estimates the risk of
+    all of them at a fraction of the cost.
+
+    SURE picks ``lam`` within about 0.1 dB of the best possible value on
+    natural images (``benchmarks/bench_denoise.py`` measures it). The opponent colour transform is
+    orthonormal, so white noise stays white with the same sigma in each
+    of its channels.
+
+    References
+    ----------
+    .. [1] R. Jenatton, J. Mairal, G. Obozinski, F. Bach, "Proximal Methods
+       for Hierarchical Sparse Coding", JMLR 12, 2011 (Table 1).
+    .. [2] C. Stein, "Estimation of the mean of a multivariate normal
+       distribution", Annals of Statistics 9(6), 1981.
+    .. [3] M. Makitalo and A. Foi, "Optimal inversion of the generalized
+       Anscombe transformation for Poisson-Gaussian noise", IEEE Trans.
+       Image Processing 22(1), 2013.
+    .. [4] H. Ghael, A. Sayeed, R. Baraniuk, "Improved wavelet denoising via
+       empirical Wiener filtering", Proc. SPIE 3169, 1997.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skimage import data
+    >>> from restore import denoise_wavelet_tree
+    >>> clean = data.camera()[:256, :256] / 255.0
+    >>> rng = np.random.default_rng(0)
+    >>> noisy = clean + 0.1 * rng.standard_normal(clean.shape)
+    >>> out = denoise_wavelet_tree(noisy, sigma=0.1)
+    >>> bool(np.mean((out - clean) ** 2) < 0.25 * np.mean((noisy - clean) ** 2))
+    True
+    """
+    lazy = _is_dask(image)
+    arr = image if lazy else np.asarray(image)
+    opts = _check_options(arr.shape, arr.dtype, sigma=sigma, lam=lam, penalty=penalty, wavelet=wavelet, level=level,
+                          penalize_approx=penalize_approx, cycle_spins=cycle_spins, channel_axis=channel_axis,
+                          axes=axes, noise=noise, gain=gain, per_level=per_level, wiener=wiener, rng=rng,
+                          progress=progress, sliced_axes=sliced_axes)
+    work = {"penalty": penalty, "wavelet": wavelet, "noise": noise, "per_level": per_level, "wiener": wiener}
+    if lazy:
+        return _denoise_dask(arr, opts, progress=progress, **work)
+    if len(opts.sp_axes) == 3 and np.prod([arr.shape[a] for a in opts.sp_axes]) > _WHOLE_MAX_VOXELS:
+        return _denoise_blocks(arr, opts, progress=progress, **work)
+    return _denoise_array(arr, opts, progress=progress, **work)
+
+
+@call_scope()
+def _denoise_array(arr: np.ndarray, opts: _Options, *, penalty: str, wavelet: str, noise: str,
+                   per_level: bool | None, wiener: bool | None, progress: ProgressCallback | None,
+                   block: bool = False) -> np.ndarray:
+    """:func:`denoise_wavelet_tree` of an array in memory, on settings checked by :func:`_check_options`.
+
+    ``block``: one block of a Dask array, whose photon model was checked and
+    estimated on the whole (its own sample may be dark: no check there).
+    """
+    img, c_axis = check_image(arr, channel_axis=opts.c_axis, spatial=len(opts.sp_axes))
+    n_shifts, method, lams_given, weights_given = opts.n_shifts, opts.method, opts.lams, opts.level_weights
+    sp_axes, penalize_approx = opts.sp_axes, opts.penalize_approx
+    plan = _plan(tuple(int(img.shape[a]) for a in sp_axes), wavelet, opts.levels, penalize_approx)
+    # channels last, the transformed axes just before them, the rest (stacks of planes or volumes) first
+    order = [i for i in range(img.ndim) if i not in sp_axes and i != c_axis] + list(sp_axes)
+    order += [] if c_axis is None else [c_axis]
+    x = np.transpose(img, order)
+    n_sp, n_channels, sigmas_given = len(sp_axes), opts.n_channels, opts.sigmas
+    if noise == "poisson-gaussian":
+        model = _photon_model(x, opts.gain, opts.read_noise, c_axis is not None, check=not block,
+                              dtype=None if block else arr.dtype)
+        x = anscombe(x, model.gain, model.sigma)
+        sigmas_given = [1.0] * n_channels  # the transform's stabilised noise
+    out = np.empty(x.shape, dtype=np.float64)
+    lead = x.shape[:-n_sp - 1] if c_axis is not None else x.shape[:-n_sp]
+    use_wiener = _use_wiener(wiener, n_sp)
+    # same padding, levels and layout in other bases: no tree needed there
+    passes = [(replace(plan, wavelet=w), _wiener_shifts(n_shifts, k)) for w, k in _WIENER_PASSES] if use_wiener else []
+    tree_shifts = _pilot_shifts(n_shifts) if passes else n_shifts
+    per_channel = (_lam_steps(method, penalty, plan, per_level, noise == "poisson-gaussian")
+                   + _shrink_steps(tree_shifts) + (sigmas_given is None and (method is not None or use_wiener))
+                   + sum(2 * k for _, k in passes))
+    steps = Steps(progress, int(np.prod(lead, dtype=np.int64)) * n_channels * per_channel, start=True)
+    for idx in np.ndindex(*lead):
+        plane = x[idx]
+        channels = _to_channels(plane, -1 if c_axis is not None else None)
+        var_maps = (_stabilised_variance(channels, model, n_sp) if noise == "poisson-gaussian"
+                    else [None] * len(channels))
+        if method is not None or passes:
+            sigmas = _channel_sigmas(sigmas_given, channels)
+            if sigmas_given is None:
+                steps(len(channels))
+        if method is None:
+            choices = [(lm, None if weights_given is None or weights_given[c] is None else np.array(weights_given[c]))
+                       for c, lm in enumerate(lams_given)]
+        else:
+            # SURE's probe starts afresh on each plane and channel: a plane denoises as on its own, in any block
+            choices = [_choice_for_plane(ch, s, penalty, method, plan, penalize_approx,
+                                         np.random.default_rng(opts.seed), steps, per_level, vm)
+                       for ch, s, vm in zip(channels, sigmas, var_maps, strict=True)]
+        den = [_denoise_plane(ch, lm, penalty, plan, penalize_approx, tree_shifts, steps, w, vm)
+               for ch, (lm, w), vm in zip(channels, choices, var_maps, strict=True)]
+        for wiener_plan, k in passes:
+            den = [_wiener_plane(ch, pilot, s, wiener_plan, k, steps, vm)
+                   for ch, pilot, s, vm in zip(channels, den, sigmas, var_maps, strict=True)]
+        out[idx] = _from_channels(den, c_axis is not None)
+    if noise == "poisson-gaussian":
+        out = inverse_anscombe(out, model.gain, model.sigma)
+    out = np.transpose(out, np.argsort(order))
+    return restore_dtype(out, arr.dtype)
+
+
+# ---------------------------------------------------------------------------
+# Internal interface: the steps of denoise_wavelet_tree one at a time
+# ---------------------------------------------------------------------------
+
+
+class PlaneDenoiser:
+    """Transform a plane once, then shrink its coefficients at any lam: for protocols that try many.
+
+    Internal (used by :mod:`restore.evaluate`), not part of ``restore``'s
+    public API. Grey planes of one shape, one wavelet and penalty, the
+    approximation band not penalised, no cycle spinning: the settings of
+    :func:`denoise_wavelet_tree`'s defaults.
+
+    Parameters
+    ----------
+    shape : (int, int)
+        Plane shape.
+    wavelet, penalty : str
+        As in :func:`denoise_wavelet_tree`.
+    """
+
+    def __init__(self, shape: tuple[int, int], wavelet: str, penalty: str) -> None:
+        self.penalty = penalty
+        self._plan = _setup(shape, penalty, wavelet, None, False)
+        self._work = np.empty((1, self._plan.n_coeffs))
+
+    def transform(self, plane: np.ndarray) -> np.ndarray:
+        """The wavelet coefficients of a plane (float64 vector)."""
+        return self._plan.forward(np.asarray(plane, dtype=np.float64))
+
+    def shrink(self, coeffs: np.ndarray, lam: float, level_weights: np.ndarray | None = None) -> np.ndarray:
+        """The denoised plane: the prox of ``coeffs`` at ``lam`` (times each level's weight), transformed back."""
+        self._work[0] = coeffs
+        _shrink_rows(self._work, lam, self.penalty, self._plan, False, level_weights)
+        return self._plan.inverse(self._work[0])
+
+    def automatic_lam(self, plane: np.ndarray, sigma: float, rng: np.random.Generator) -> float:
+        """The lam :func:`denoise_wavelet_tree` would choose with a known ``sigma`` (SURE or the rule)."""
+        return self.automatic_choice(plane, sigma, rng)[0]
+
+    def automatic_choice(self, plane: np.ndarray, sigma: float,
+                         rng: np.random.Generator) -> tuple[float, np.ndarray | None]:
+        """The lam and level weights :func:`denoise_wavelet_tree` would choose (pass both to :meth:`shrink`)."""
+        method = _resolve_method(None, self.penalty)
+        return _choice_for_plane(np.asarray(plane, dtype=np.float64), sigma, self.penalty, method, self._plan,
+                                 False, rng)
