@@ -1,0 +1,709 @@
+"""Non-local tree sparsity: one channel of a plane or a volume with white Gaussian noise of known sigma.
+
+The two stages of BM3D's scheme, with the first one coded on the project's
+tree core:
+
+1. **Joint tree shrinkage.** Patches (2-D) or cubes (3-D) are matched on a
+   *pilot* estimate given by the caller (the wavelet-tree estimate); the
+   *noisy* patches of each group of ``k1`` are transformed (an orthonormal
+   separable transform per patch, then an orthonormal Haar transform along
+   the group) and shrunk by the prox of the tree-l2 norm whose tree is the
+   quad-tree (octree) of the patch coefficients, every node owning the
+   ``k1`` coefficients of its position across the group: a node's group is
+   the node and its descendants over all the patches (simultaneous tree
+   sparsity). The prox is :func:`restore._core.prox_tree_l2`, the kernel of
+   :func:`restore.prox`, on the :class:`restore.tree.Tree` of
+   :func:`group_tree`.
+2. **Empirical Wiener.** Patches are matched again on the first estimate,
+   groups of ``k2`` of the estimate and of the noisy image are transformed
+   alike, and the noisy coefficients are scaled by ``|P|^2 / (|P|^2 +
+   sigma^2)`` (``P``: the estimate's).
+
+Each stage aggregates its groups' patches with BM3D's weights times a Kaiser
+window. The work is cut into chunks of reference patches that do not depend
+on the number of threads; each chunk runs in a numba kernel (``nogil``) on a
+thread pool and adds into its own buffer, and buffers are summed in chunk
+order, so the result is the same for any number of threads.
+
+Internally a plane (M, N) is the volume (M, 1, N) with patches (p, 1, p): one
+set of kernels serves both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numba import njit
+
+from . import _core
+from ._blockmatch import match_one
+from ._config import JIT, default_num_threads
+from ._progress import ProgressCallback
+from .tree import Tree
+
+__all__ = ["NonlocalSettings", "group_tree", "nonlocal_denoise", "nonlocal_reach", "nonlocal_steps"]
+
+# Reference patches per chunk: one chunk is one numba call and one progress step; at most this many keeps a
+# chunk well under 0.2 s (so cancelling acts at once) while the Python overhead per chunk stays negligible.
+_CHUNK_REFS = 256
+
+# Patch positions transformed per chunk of the transform pass (same reasons as _CHUNK_REFS; a transform is
+# about a microsecond per position).
+_CHUNK_POSITIONS = 32768
+
+# Bytes of one strip's array of patch coefficients (float32): the image is processed in strips along its first
+# axis so that memory stays bounded on large inputs; strips do not change the result.
+_STRIP_BYTES = 96 * 2**20
+
+# Chunks in flight on the pool per thread: enough to keep threads busy, few enough that finished chunks' buffers
+# wait little before being added.
+_IN_FLIGHT_PER_THREAD = 3
+
+
+@dataclass(frozen=True)
+class NonlocalSettings:
+    """Settings of :func:`nonlocal_denoise`; None picks the default of the dimension (2-D, 3-D).
+
+    Attributes
+    ----------
+    patch : int, optional
+        Patch side, pixels: 8 (2-D), 4 (3-D). Sides that are powers of 2 give
+        a full quad-tree (octree) of coefficients.
+    stride : int, optional
+        Step of the grid of reference patches, pixels: 3 (2-D), 2 (3-D);
+        the last position of each axis is always a reference.
+    window : int, optional
+        Side of the search window, pixels (odd): 39 (2-D), 11 (3-D).
+    k1, k2 : int
+        Patches per group in stage 1 (16) and stage 2 (32), powers of 2 (the
+        Haar transform along the group).
+    lam : float
+        Stage 1's tree-l2 ``lam`` in units of sigma (the group weights are
+        the square roots of the groups' sizes, so a group of pure noise
+        vanishes about when ``lam > 1``).
+    transform : {'dct', 'haar'}
+        Orthonormal separable transform of each patch ('haar' needs sides
+        that are powers of 2).
+    features : int, optional
+        Leading transform coefficients per axis compared by block matching
+        (the guide is denoised, so low frequencies carry its distances): 4
+        (2-D), 4 (3-D); ``patch`` compares whole patches.
+    wiener : bool
+        Run stage 2.
+    kaiser_beta : float
+        Shape of the Kaiser window of the aggregation (0: flat).
+    """
+
+    patch: int | None = None
+    stride: int | None = None
+    window: int | None = None
+    k1: int = 16
+    k2: int = 32
+    lam: float = 0.5
+    transform: str = "haar"
+    features: int | None = None
+    wiener: bool = True
+    kaiser_beta: float = 2.0
+    bands: int = 2
+    debias: bool = True
+    pilot_weight: float = 0.0
+    features2: int | None = None
+    transform2: str = "dct"
+
+    def resolved(self, ndim: int) -> NonlocalSettings:
+        """These settings with the defaults of ``ndim`` (2 or 3) filled in, checked."""
+        d2 = ndim == 2
+        s = replace(
+            self,
+            patch=self.patch if self.patch is not None else (8 if d2 else 4),
+            stride=self.stride if self.stride is not None else (3 if d2 else 2),
+            window=self.window if self.window is not None else (39 if d2 else 11),
+        )
+        s = replace(s, features=s.features if s.features is not None else min(4, s.patch))
+        s = replace(s, features2=s.features2 if s.features2 is not None else s.patch)
+        for name in ("patch", "stride", "window", "k1", "k2", "features", "features2"):
+            v = getattr(s, name)
+            if not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        for name in ("k1", "k2"):
+            v = getattr(s, name)
+            if v & (v - 1):
+                raise ValueError(f"{name} must be a power of 2, got {v}")
+        if s.window % 2 == 0:
+            raise ValueError(f"window must be odd, got {s.window}")
+        for name in ("features", "features2"):
+            if getattr(s, name) > s.patch:
+                raise ValueError(f"{name} must be <= patch ({s.patch}), got {getattr(s, name)}")
+        for name in ("transform", "transform2"):
+            v = getattr(s, name)
+            if v not in ("dct", "haar"):
+                raise ValueError(f"{name} must be 'dct' or 'haar', got {v!r}")
+            if v == "haar" and s.patch & (s.patch - 1):
+                raise ValueError(f"{name}='haar' needs a patch side that is a power of 2, got {s.patch}")
+        if not (np.isfinite(s.lam) and s.lam >= 0):
+            raise ValueError(f"lam must be finite and >= 0, got {s.lam!r}")
+        if not (np.isfinite(s.kaiser_beta) and s.kaiser_beta >= 0):
+            raise ValueError(f"kaiser_beta must be finite and >= 0, got {s.kaiser_beta!r}")
+        n_cand = s.window ** ndim
+        if max(s.k1, s.k2 if s.wiener else 1) > n_cand:
+            raise ValueError(f"k1 and k2 must not exceed the window's {n_cand} candidates")
+        return s
+
+
+# ---------------------------------------------------------------------------
+# Transforms and trees
+# ---------------------------------------------------------------------------
+
+
+def _transform_matrix(kind: str, n: int) -> np.ndarray:
+    """Orthonormal (n, n) analysis matrix whose row i is a basis function of frequency (or scale) rank i.
+
+    Rank i has parent i // 2 in the coefficient tree: for the DCT the
+    frequencies double per level, for Haar row 0 is the scaling function,
+    row 1 the coarsest wavelet, rows 2-3 the next scale, and so on.
+    """
+    if n == 1:
+        return np.ones((1, 1))
+    if kind == "dct":
+        i = np.arange(n)[:, None]
+        t = np.arange(n)[None, :]
+        m = np.cos(np.pi * (2 * t + 1) * i / (2 * n)) * np.sqrt(2.0 / n)
+        m[0] /= np.sqrt(2.0)
+        return m
+    rows = [np.full(n, 1.0 / np.sqrt(n))]
+    width = n
+    while width > 1:  # coarsest wavelets first
+        half = width // 2
+        for start in range(0, n, width):
+            r = np.zeros(n)
+            r[start:start + half] = 1.0
+            r[start + half:start + width] = -1.0
+            rows.append(r / np.sqrt(width))
+        width = half
+    # order within a scale: the rows of scale width w come as blocks, coarsest first: rank 1 | 2,3 | 4..7
+    return np.array(rows)
+
+
+def _coef_parents(patch3: tuple[int, int, int]) -> np.ndarray:
+    """Parent of each patch coefficient (a, b, c) -> (a//2, b//2, c//2); the DC coefficient is the root."""
+    p0, p1, p2 = patch3
+    a, b, c = np.meshgrid(np.arange(p0), np.arange(p1), np.arange(p2), indexing="ij")
+    par = ((a // 2) * p1 + b // 2) * p2 + c // 2
+    par = par.ravel().astype(np.int64)
+    par[0] = -1
+    return par
+
+
+def group_tree(patch3: tuple[int, int, int], k: int, bands: int = 1) -> Tree:
+    """The tree of a group's coefficients (a quad-tree/octree of patch coefficients per band along the group).
+
+    A group is stored as ``k`` rows of ``P = prod(patch3)`` coefficients
+    (variable ``m * P + c`` is coefficient ``c`` of row ``m``), rows being
+    the Haar coefficients along the group. The rows form ``bands`` bands:
+    band 0 is row 0 (the group's mean patch), band ``b`` the rows
+    ``2**(b-1) .. 2**b - 1`` (the Haar details of scale ``b``), the last
+    band taking all the remaining rows; ``bands=1`` puts all ``k`` rows in
+    one band. Node ``(b, c)`` owns coefficient ``c`` of the rows of band
+    ``b``; its parent is ``(b, parent(c))``, or, for ``c = 0``, ``(b - 1,
+    0)``: so a node's group spans its coefficient and its descendants over
+    the patches of its band and of the finer bands (with one band: over all
+    ``k`` patches, simultaneous tree sparsity).
+
+    Each node's weight is the square root of its group's number of
+    variables, so that ``lam`` is in units of the noise's standard
+    deviation, except the root's (the whole group), 0.
+    """
+    par = _coef_parents(patch3)
+    n_coef = par.shape[0]
+    n_levels = int(round(math.log2(k)))
+    bands = max(1, min(int(bands), n_levels + 1))
+    starts = [0] + [2 ** (b - 1) for b in range(1, bands)] + [k]
+    parents, groups = [], []
+    for b in range(bands):
+        rows = range(starts[b], starts[b + 1])
+        for c in range(n_coef):
+            if c > 0:
+                parents.append(b * n_coef + par[c])
+            else:
+                parents.append(-1 if b == 0 else (b - 1) * n_coef)
+            groups.append([m * n_coef + c for m in rows])
+    parents = np.array(parents, dtype=np.int64)
+    size = np.array([len(g) for g in groups], dtype=np.float64)
+    for node in range(len(parents) - 1, 0, -1):  # parents precede children in this numbering
+        size[parents[node]] += size[node]
+    weights = np.sqrt(size)
+    weights[0] = 0.0  # the whole group: its patches' means are signal, never shrunk (as wavelet approximations)
+    return Tree.from_parents(parents, groups=groups, weights=weights)
+
+
+# ---------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def _separable(src, M0, M1, M2, t1, t2, dst):
+    """dst[a, b, c] = sum M0[a, i] M1[b, j] M2[c, k] src[i, j, k] (3-D arrays; t1, t2 scratch like src)."""
+    p0, p1, p2 = src.shape
+    for i in range(p0):
+        for j in range(p1):
+            for c in range(p2):
+                s = 0.0
+                for k in range(p2):
+                    s += M2[c, k] * src[i, j, k]
+                t1[i, j, c] = s
+    for i in range(p0):
+        for b in range(p1):
+            for c in range(p2):
+                s = 0.0
+                for j in range(p1):
+                    s += M1[b, j] * t1[i, j, c]
+                t2[i, b, c] = s
+    for a in range(p0):
+        for b in range(p1):
+            for c in range(p2):
+                s = 0.0
+                for i in range(p0):
+                    s += M0[a, i] * t2[i, b, c]
+                dst[a, b, c] = s
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def _patch_coefs(img, o0a, o0b, M0, M1, M2, sel, out):
+    """Coefficients ``sel`` of the patch at every origin with first index in [o0a, o0b): out[o0 - o0a, o1, o2, :]."""
+    p0, p1, p2 = M0.shape[0], M1.shape[0], M2.shape[0]
+    n1 = img.shape[1] - p1 + 1
+    n2 = img.shape[2] - p2 + 1
+    src = np.empty((p0, p1, p2))
+    t1 = np.empty((p0, p1, p2))
+    t2 = np.empty((p0, p1, p2))
+    dst = np.empty((p0, p1, p2))
+    flat = dst.reshape(p0 * p1 * p2)
+    ns = sel.shape[0]
+    for o0 in range(o0a, o0b):
+        for o1 in range(n1):
+            for o2 in range(n2):
+                for i in range(p0):
+                    for j in range(p1):
+                        for k in range(p2):
+                            src[i, j, k] = img[o0 + i, o1 + j, o2 + k]
+                _separable(src, M0, M1, M2, t1, t2, dst)
+                for c in range(ns):
+                    out[o0 - o0a, o1, o2, c] = flat[sel[c]]
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def _haar_group(x, k, p, tmp, inverse):
+    """Orthonormal Haar transform along the k rows of the group x (k * p, row-major), in place."""
+    r = 1.0 / np.sqrt(2.0)
+    if not inverse:
+        n = k
+        while n > 1:
+            h = n // 2
+            for i in range(h):
+                for c in range(p):
+                    a = x[2 * i * p + c]
+                    b = x[(2 * i + 1) * p + c]
+                    tmp[i * p + c] = (a + b) * r
+                    tmp[(h + i) * p + c] = (a - b) * r
+            for j in range(n * p):
+                x[j] = tmp[j]
+            n = h
+    else:
+        n = 2
+        while n <= k:
+            h = n // 2
+            for i in range(h):
+                for c in range(p):
+                    a = x[i * p + c]
+                    b = x[(h + i) * p + c]
+                    tmp[2 * i * p + c] = (a + b) * r
+                    tmp[(2 * i + 1) * p + c] = (a - b) * r
+            for j in range(n * p):
+                x[j] = tmp[j]
+            n *= 2
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def _add_patch(coefs, I0, I1, I2, src, t1, t2, dst, win, w, bnum, bden, q0, q1, q2):
+    """Add ``w * win *`` (the patch of coefficients ``coefs``) at buffer position (q0, q1, q2), and ``w * win``."""
+    p0, p1, p2 = src.shape
+    n = 0
+    for i in range(p0):
+        for j in range(p1):
+            for k in range(p2):
+                src[i, j, k] = coefs[n]
+                n += 1
+    _separable(src, I0, I1, I2, t1, t2, dst)
+    for i in range(p0):
+        for j in range(p1):
+            for k in range(p2):
+                ww = w * win[i, j, k]
+                bnum[q0 + i, q1 + j, q2 + k] += ww * dst[i, j, k]
+                bden[q0 + i, q1 + j, q2 + k] += ww
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def shrink_groups(X, lam, perm, own_ptr, node_end, parent, weights, debias):
+    """Stage 1's shrinkage of the groups X (n, k * P) in place: the prox of ``lam`` times the tree-l2 norm.
+
+    The tree is given by its flat arrays (``Tree._flat`` of
+    :func:`group_tree`); the prox is :func:`restore._core.prox_tree_l2`.
+    With ``debias``, every coefficient the prox keeps takes back its value
+    before shrinkage (the tree-l2 norm chooses the support, as hard
+    thresholding would, without its shrinkage bias).
+    """
+    n, p = X.shape
+    m_work = max(parent.shape[0], p)
+    work = np.empty((4, m_work))
+    iwork = np.empty((2, m_work), dtype=np.int64)
+    X0 = X.copy() if debias else X
+    _core.prox_tree_l2(X, 0, n, perm, own_ptr, node_end, parent, weights, np.full(n, lam), work, iwork)
+    if debias:
+        for i in range(n):
+            for j in range(p):
+                if X[i, j] != 0.0:
+                    X[i, j] = X0[i, j]
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def _stage1_chunk(F, T, soff, refs, h0, h1, h2, k, perm, own_ptr, node_end, parent, weights, lam,
+                  I0, I1, I2, win, bnum, bden, borg, debias):
+    """Stage 1 for the references ``refs`` (n, 3) (global origins): match on F, shrink T's groups, aggregate.
+
+    ``F`` and ``T`` hold the features and coefficients of the origins of a
+    strip starting at global first index ``soff``; ``bnum``, ``bden`` are
+    the chunk's buffers, whose pixel (0, 0, 0) is the global pixel ``borg``.
+    """
+    n = refs.shape[0]
+    p0, p1, p2 = win.shape
+    p = p0 * p1 * p2
+    kp = k * p
+    X = np.empty((n, kp))
+    idx = np.empty((n, k, 3), dtype=np.int64)
+    dist = np.empty(k)
+    tmp = np.empty(kp)
+    for i in range(n):
+        match_one(F, refs[i, 0] - soff, refs[i, 1], refs[i, 2], h0, h1, h2, k, idx[i], dist)
+        for m in range(k):
+            q0, q1, q2 = idx[i, m, 0], idx[i, m, 1], idx[i, m, 2]
+            for c in range(p):
+                X[i, m * p + c] = T[q0, q1, q2, c]
+        _haar_group(X[i], k, p, tmp, False)
+    shrink_groups(X, lam, perm, own_ptr, node_end, parent, weights, debias)
+    src = np.empty((p0, p1, p2))
+    t1 = np.empty((p0, p1, p2))
+    t2 = np.empty((p0, p1, p2))
+    dst = np.empty((p0, p1, p2))
+    for i in range(n):
+        x = X[i]
+        nnz = 0
+        for j in range(kp):
+            if x[j] != 0.0:
+                nnz += 1
+        w = 1.0 / max(nnz, 1)  # BM3D's weight: groups kept sparse are trusted more
+        _haar_group(x, k, p, tmp, True)
+        for m in range(k):
+            _add_patch(x[m * p:(m + 1) * p], I0, I1, I2, src, t1, t2, dst, win, w, bnum, bden,
+                       idx[i, m, 0] + soff - borg[0], idx[i, m, 1] - borg[1], idx[i, m, 2] - borg[2])
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def _stage2_chunk(F, TE, TN, soff, refs, h0, h1, h2, k, sigma2, I0, I1, I2, win, bnum, bden, borg):
+    """Stage 2 (empirical Wiener) for the references ``refs``: match on F, filter TN's groups by TE's, aggregate."""
+    n = refs.shape[0]
+    p0, p1, p2 = win.shape
+    p = p0 * p1 * p2
+    kp = k * p
+    idx = np.empty((k, 3), dtype=np.int64)
+    dist = np.empty(k)
+    e = np.empty(kp)
+    x = np.empty(kp)
+    tmp = np.empty(kp)
+    src = np.empty((p0, p1, p2))
+    t1 = np.empty((p0, p1, p2))
+    t2 = np.empty((p0, p1, p2))
+    dst = np.empty((p0, p1, p2))
+    for i in range(n):
+        match_one(F, refs[i, 0] - soff, refs[i, 1], refs[i, 2], h0, h1, h2, k, idx, dist)
+        for m in range(k):
+            q0, q1, q2 = idx[m, 0], idx[m, 1], idx[m, 2]
+            for c in range(p):
+                e[m * p + c] = TE[q0, q1, q2, c]
+                x[m * p + c] = TN[q0, q1, q2, c]
+        _haar_group(e, k, p, tmp, False)
+        _haar_group(x, k, p, tmp, False)
+        g2 = 1.0  # the group's mean (coefficient 0) passes unchanged: adding a constant to y adds it to the result
+        for j in range(1, kp):
+            e2 = e[j] * e[j]
+            g = e2 / (e2 + sigma2)
+            x[j] *= g
+            g2 += g * g
+        w = 1.0 / (sigma2 * max(g2, 1e-12))  # BM3D's weight: the inverse of the group's residual noise variance
+        _haar_group(x, k, p, tmp, True)
+        for m in range(k):
+            _add_patch(x[m * p:(m + 1) * p], I0, I1, I2, src, t1, t2, dst, win, w, bnum, bden,
+                       idx[m, 0] + soff - borg[0], idx[m, 1] - borg[1], idx[m, 2] - borg[2])
+
+
+# ---------------------------------------------------------------------------
+# The plan: strips, transform chunks and reference chunks
+# ---------------------------------------------------------------------------
+
+
+def _geometry(shape3: tuple[int, int, int], s: NonlocalSettings, ndim: int):
+    """Patch, half window and stride per axis of the three-axis form, and the reference grid of each axis."""
+    if ndim == 2:
+        patch3, half3, stride3 = (s.patch, 1, s.patch), (s.window // 2, 0, s.window // 2), (s.stride, 1, s.stride)
+    else:
+        patch3, half3, stride3 = (s.patch,) * 3, (s.window // 2,) * 3, (s.stride,) * 3
+    n_orig = tuple(n - p + 1 for n, p in zip(shape3, patch3, strict=True))
+    grids = []
+    for n, st in zip(n_orig, stride3, strict=True):
+        g = list(range(0, n, st))
+        if g[-1] != n - 1:
+            g.append(n - 1)  # the last position, so that every pixel is covered
+        grids.append(np.array(g, dtype=np.int64))
+    return patch3, half3, n_orig, grids
+
+
+@dataclass
+class _Strip:
+    s0: int  # first origin index (axis 0) whose coefficients the strip holds
+    s1: int  # one past the last
+    row_chunks: list[tuple[int, int]]  # origin ranges of the transform pass
+    ref_chunks: list[np.ndarray]  # (n, 3) global reference origins
+
+
+def _plan(shape3, s: NonlocalSettings, ndim: int) -> list[_Strip]:
+    patch3, half3, n_orig, grids = _geometry(shape3, s, ndim)
+    p = int(np.prod(patch3))
+    row_bytes = n_orig[1] * n_orig[2] * p * 4
+    rows_per_chunk = max(1, _CHUNK_POSITIONS // max(1, n_orig[1] * n_orig[2]))
+    g0, g1, g2 = grids
+    h0 = half3[0]
+    strips = []
+    i = 0
+    while i < len(g0):
+        j = i + 1  # add reference rows while the strip's coefficients stay within _STRIP_BYTES
+        while j < len(g0) and (min(n_orig[0], g0[j] + h0 + 1) - max(0, g0[i] - h0)) * row_bytes <= _STRIP_BYTES:
+            j += 1
+        s0, s1 = max(0, int(g0[i]) - h0), min(n_orig[0], int(g0[j - 1]) + h0 + 1)
+        rows = [(a, min(s1, a + rows_per_chunk)) for a in range(s0, s1, rows_per_chunk)]
+        step2 = min(len(g2), _CHUNK_REFS)
+        step1 = max(1, _CHUNK_REFS // step2)
+        chunks = []
+        for r0 in g0[i:j]:
+            for a1 in range(0, len(g1), step1):
+                for a2 in range(0, len(g2), step2):
+                    r1s, r2s = g1[a1:a1 + step1], g2[a2:a2 + step2]
+                    refs = np.empty((len(r1s) * len(r2s), 3), dtype=np.int64)
+                    refs[:, 0] = r0
+                    refs[:, 1] = np.repeat(r1s, len(r2s))
+                    refs[:, 2] = np.tile(r2s, len(r1s))
+                    chunks.append(refs)
+        strips.append(_Strip(s0, s1, rows, chunks))
+        i = j
+    return strips
+
+
+def nonlocal_steps(shape: tuple[int, ...], settings: NonlocalSettings | None = None) -> int:
+    """Number of progress steps :func:`nonlocal_denoise` reports for an image of this shape."""
+    ndim = len(shape)
+    s = (settings or NonlocalSettings()).resolved(ndim)
+    shape3 = (shape[0], 1, shape[1]) if ndim == 2 else tuple(shape)
+    strips = _plan(shape3, s, ndim)
+    per_stage = sum(len(st.row_chunks) + len(st.ref_chunks) for st in strips)
+    # stage 1 transforms the noisy image and the pilot, stage 2 the noisy image and the estimate
+    per_stage += sum(len(st.row_chunks) for st in strips)
+    return per_stage * (2 if s.wiener else 1)
+
+
+def nonlocal_reach(ndim: int, settings: NonlocalSettings | None = None) -> tuple[int, ...]:
+    """How far (pixels, per axis) a result pixel depends on input pixels, the pilot's own reach not included.
+
+    A result pixel of a stage comes from the patches covering it (origins
+    down to ``patch - 1`` before it); each was shrunk in the group of a
+    reference up to ``window // 2`` away, whose group and matching take
+    patches up to ``window // 2`` further: so ``2 * (window // 2) + patch -
+    1`` on either side, on the noisy image and the guide. Stage 2's guide is
+    stage 1's result, so the two reaches add. The pilot enters stage 1's
+    guide (with ``pilot_weight > 0``): its pixels within the total reach
+    matter, and the caller adds the pilot's own reach to that.
+    """
+    s = (settings or NonlocalSettings()).resolved(ndim)
+    one = 2 * (s.window // 2) + s.patch - 1
+    return (one * (2 if s.wiener else 1),) * ndim
+
+
+# ---------------------------------------------------------------------------
+# Running
+# ---------------------------------------------------------------------------
+
+
+def _run_ordered(pool: ThreadPoolExecutor | None, tasks: Iterator[Callable[[], object]],
+                 consume: Callable[[object], None], n_threads: int) -> None:
+    """Run the tasks (on the pool if any), consuming their results in task order; on failure wait for all."""
+    if pool is None:
+        for t in tasks:
+            consume(t())
+        return
+    pending: list[Future] = []
+    limit = _IN_FLIGHT_PER_THREAD * n_threads
+    try:
+        for t in tasks:
+            pending.append(pool.submit(t))
+            while len(pending) >= limit:
+                consume(pending.pop(0).result())
+        while pending:
+            consume(pending.pop(0).result())
+    finally:
+        for f in pending:  # after a failure (or a cancelling callback): no chunk left running
+            f.cancel()
+        for f in pending:
+            if not f.cancelled():
+                f.exception()
+
+
+def _kaiser3(patch3: tuple[int, int, int], beta: float) -> np.ndarray:
+    w = np.ones(patch3)
+    for ax, n in enumerate(patch3):
+        if n > 1:
+            shape = [1, 1, 1]
+            shape[ax] = n
+            w = w * np.kaiser(n, beta).reshape(shape)
+    return np.ascontiguousarray(w)
+
+
+def _stage(stage: int, y3: np.ndarray, guide3: np.ndarray, sigma: float, s: NonlocalSettings, ndim: int,
+           pool: ThreadPoolExecutor | None, n_threads: int, report: Callable[[], None]) -> np.ndarray:
+    patch3, half3, n_orig, _ = _geometry(y3.shape, s, ndim)
+    Ms = [np.ascontiguousarray(_transform_matrix(s.transform if stage == 1 else s.transform2, n)) for n in patch3]
+    Is = [np.ascontiguousarray(m.T) for m in Ms]
+    p = int(np.prod(patch3))
+    every = np.arange(p, dtype=np.int64)
+    fa = np.array([min(s.features if stage == 1 else s.features2, n) for n in patch3])
+    a, b, c = np.meshgrid(*[np.arange(f) for f in fa], indexing="ij")
+    feat_sel = ((a * patch3[1] + b) * patch3[2] + c).ravel().astype(np.int64)
+    # coarse coefficients first: their partial distance is a lower bound that lets matching stop early
+    level = np.maximum(np.maximum(a, b), c).ravel()
+    feat_sel = feat_sel[np.argsort(level, kind="stable")]
+    win = _kaiser3(patch3, s.kaiser_beta)
+    k = s.k1 if stage == 1 else s.k2
+    if stage == 1:
+        tree = group_tree(patch3, k, s.bands)
+        f = tree._flat
+    num = np.zeros(y3.shape)
+    den = np.zeros(y3.shape)
+    h0, h1, h2 = half3
+    for strip in _plan(y3.shape, s, ndim):
+        n_rows = strip.s1 - strip.s0
+        TN = np.empty((n_rows, n_orig[1], n_orig[2], p), dtype=np.float32)
+        TG = np.empty((n_rows, n_orig[1], n_orig[2], p if stage == 2 else len(feat_sel)), dtype=np.float32)
+        sel_g = every if stage == 2 else feat_sel
+
+        def coef_task(img, out, sel, r0, r1, strip=strip):
+            return lambda: _patch_coefs(img, r0, r1, Ms[0], Ms[1], Ms[2], sel, out[r0 - strip.s0:r1 - strip.s0])
+
+        tasks = [coef_task(y3, TN, every, r0, r1) for r0, r1 in strip.row_chunks]
+        tasks += [coef_task(guide3, TG, sel_g, r0, r1) for r0, r1 in strip.row_chunks]
+        _run_ordered(pool, iter(tasks), lambda _: report(), n_threads)
+        # features with the origins of the last axis side by side (restore._blockmatch.match_one)
+        F = np.ascontiguousarray((TG if stage == 1 else TG[..., feat_sel]).transpose(0, 1, 3, 2))
+
+        def ref_task(refs, strip=strip, TN=TN, TG=TG, F=F):
+            lo = [max(0, int(refs[:, ax].min()) - half3[ax]) for ax in range(3)]
+            hi = [min(n_orig[ax] - 1, int(refs[:, ax].max()) + half3[ax]) + patch3[ax] for ax in range(3)]
+            box = tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))
+            shape = tuple(b - a for a, b in zip(lo, hi, strict=True))
+            borg = np.array(lo, dtype=np.int64)
+
+            def run():
+                bnum, bden = np.zeros(shape), np.zeros(shape)
+                if stage == 1:
+                    _stage1_chunk(F, TN, strip.s0, refs, h0, h1, h2, k, f.perm, f.own_ptr, f.node_end, f.parent,
+                                  f.weights, s.lam * sigma, Is[0], Is[1], Is[2], win, bnum, bden, borg,
+                                  s.debias)
+                else:
+                    _stage2_chunk(F, TG, TN, strip.s0, refs, h0, h1, h2, k, sigma * sigma, Is[0], Is[1], Is[2],
+                                  win, bnum, bden, borg)
+                return box, bnum, bden
+            return run
+
+        def add(result):
+            box, bnum, bden = result
+            num[box] += bnum
+            den[box] += bden
+            report()
+
+        _run_ordered(pool, (ref_task(r) for r in strip.ref_chunks), add, n_threads)
+    return num / den
+
+
+def nonlocal_denoise(y: np.ndarray, pilot: np.ndarray, sigma: float, *, settings: NonlocalSettings | None = None,
+                     progress: ProgressCallback | None = None, n_threads: int | None = None) -> np.ndarray:
+    """Denoise one channel of a plane or volume with white Gaussian noise of known sigma (the two stages above).
+
+    Parameters
+    ----------
+    y : ndarray, shape (M, N) or (P, M, N)
+        The noisy image (float; not modified).
+    pilot : ndarray, same shape
+        A first estimate to match patches on (e.g. the wavelet-tree estimate).
+    sigma : float
+        Standard deviation of the noise, in image units, > 0.
+    settings : NonlocalSettings, optional
+        Patch, window, group sizes, ``lam``...; defaults per dimension.
+    progress : callable, optional
+        ``progress(done, total)`` after each chunk, from the calling thread;
+        ``total`` is :func:`nonlocal_steps`. Raising in it (e.g.
+        :class:`restore.Cancelled`) stops the computation within a chunk.
+    n_threads : int, optional
+        Worker threads (default :func:`restore._config.default_num_threads`);
+        the result does not depend on it.
+
+    Returns
+    -------
+    ndarray of float64, shape of ``y``
+    """
+    y = np.asarray(y)
+    pilot = np.asarray(pilot)
+    if y.ndim not in (2, 3):
+        raise ValueError(f"y must be a plane (2-D) or a volume (3-D), got shape {y.shape}")
+    if pilot.shape != y.shape:
+        raise ValueError(f"pilot must have the shape of y {y.shape}, got {pilot.shape}")
+    if not (np.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"sigma must be finite and > 0, got {sigma!r}")
+    ndim = y.ndim
+    s = (settings or NonlocalSettings()).resolved(ndim)
+    if min(y.shape) < s.patch:
+        raise ValueError(f"y must be at least patch={s.patch} pixels along every axis, got shape {y.shape}")
+    y3 = np.ascontiguousarray(y, dtype=np.float64)
+    g3 = np.ascontiguousarray(pilot, dtype=np.float64)
+    if ndim == 2:
+        y3, g3 = y3[:, None, :], g3[:, None, :]
+    n_threads = default_num_threads() if n_threads is None else max(1, int(n_threads))
+    total = nonlocal_steps(y.shape, s)
+    done = 0
+
+    def report() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(min(done, total), total)
+
+    pool = ThreadPoolExecutor(n_threads, thread_name_prefix="restore-nonlocal") if n_threads > 1 else None
+    if s.pilot_weight != 1.0:
+        g3 = s.pilot_weight * g3 + (1.0 - s.pilot_weight) * y3
+    try:
+        est = _stage(1, y3, g3, float(sigma), s, ndim, pool, n_threads, report)
+        if s.wiener:
+            est = _stage(2, y3, est, float(sigma), s, ndim, pool, n_threads, report)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+    return est[:, 0, :] if ndim == 2 else est

@@ -1,0 +1,181 @@
+"""The non-local tree core: block matching, the joint tree shrinkage, and the two-stage denoiser on one channel."""
+
+import numpy as np
+import pytest
+
+from restore import Cancelled, denoise_wavelet_tree, prox
+from restore._blockmatch import block_match
+from restore._nonlocal import (
+    NonlocalSettings,
+    group_tree,
+    nonlocal_denoise,
+    nonlocal_reach,
+    nonlocal_steps,
+    shrink_groups,
+)
+
+
+def psnr(x, ref):
+    return 10 * np.log10(1.0 / np.mean((x - ref) ** 2))
+
+
+def naive_match(F, r, h, k):
+    """The k best matches by brute force over the window: the reference first, then (distance, C order)."""
+    n0, n1, d, n2 = F.shape
+    ref = F[r[0], r[1], :, r[2]].astype(np.float64)
+    cands = []
+    for q0 in range(max(0, r[0] - h[0]), min(n0, r[0] + h[0] + 1)):
+        for q1 in range(max(0, r[1] - h[1]), min(n1, r[1] + h[1] + 1)):
+            for q2 in range(max(0, r[2] - h[2]), min(n2, r[2] + h[2] + 1)):
+                if (q0, q1, q2) != tuple(r):
+                    dist = float(np.sum((F[q0, q1, :, q2].astype(np.float64) - ref) ** 2))
+                    cands.append((dist, (q0, q1, q2)))
+    cands.sort(key=lambda c: c[0])  # stable: ties stay in C order
+    best = [(0.0, tuple(r))] + cands[:k - 1]
+    return np.array([b[1] for b in best]), np.array([b[0] for b in best])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_block_matching_equals_a_brute_force_search(seed):
+    rng = np.random.default_rng(seed)
+    volume = seed % 2 == 1
+    shape = (7, 6, 9) if volume else (13, 1, 15)  # the plane form is (M, 1, N)
+    d = int(rng.integers(1, 12))
+    F = rng.standard_normal(shape[:2] + (d,) + shape[2:]).astype(np.float32)
+    h = (2, 2, 3) if volume else (4, 0, 5)
+    k = int(rng.choice([1, 2, 4, 8, 16]))
+    refs = np.stack([rng.integers(0, n, 5) for n in shape], axis=1)
+    idx, dist, counts = block_match(F, refs, h, k)
+    for i, r in enumerate(refs):
+        want_idx, want_dist = naive_match(F, r, h, k)
+        assert counts[i] == len(want_idx)
+        np.testing.assert_array_equal(idx[i, :counts[i]], want_idx)
+        np.testing.assert_allclose(dist[i, :counts[i]], want_dist, rtol=1e-5, atol=1e-6)
+        assert tuple(idx[i, 0]) == tuple(r) and dist[i, 0] == 0.0
+
+
+def test_the_reference_leads_its_group_even_among_equal_patches():
+    F = np.zeros((9, 1, 4, 9), dtype=np.float32)  # every patch alike: all distances 0
+    idx, dist, _ = block_match(F, np.array([[4, 0, 4], [0, 0, 8]]), (2, 0, 2), 8)
+    assert tuple(idx[0, 0]) == (4, 0, 4) and tuple(idx[1, 0]) == (0, 0, 8)
+    assert np.all(dist == 0)
+    assert len({tuple(q) for q in idx[0]}) == 8  # no patch twice
+
+
+@pytest.mark.parametrize(("patch3", "k", "bands"), [((8, 1, 8), 16, 2), ((4, 4, 4), 8, 1), ((4, 1, 4), 8, 4)])
+@pytest.mark.parametrize("debias", [False, True])
+def test_the_joint_shrinkage_is_the_tree_l2_prox_of_the_group(patch3, k, bands, debias):
+    rng = np.random.default_rng(1)
+    tree = group_tree(patch3, k, bands)
+    p = int(np.prod(patch3))
+    assert tree.n_vars == k * p
+    X = rng.standard_normal((5, k * p)) * rng.uniform(0.1, 3.0, (5, 1))
+    lam = 0.7
+    got = X.copy()
+    f = tree._flat
+    shrink_groups(got, lam, f.perm, f.own_ptr, f.node_end, f.parent, f.weights, debias)
+    want = prox(X.T, lam, penalty="tree_l2", tree=tree).T
+    if debias:
+        want = np.where(want != 0, X, 0.0)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert np.any(got == 0) and np.any(got != 0)  # the case shrinks some groups and keeps others
+
+
+def test_a_node_owns_its_coefficient_across_the_patches_of_its_band():
+    tree = group_tree((2, 1, 2), 4, bands=1)  # 4 coefficients of 4 patches, one band: 4 nodes
+    assert tree.n_nodes == 4
+    np.testing.assert_array_equal(tree.node_vars(3), [3, 7, 11, 15])  # coefficient 3 of every patch
+    np.testing.assert_array_equal(tree.group(0), np.arange(16))
+
+
+def _noisy_plane(shape=(48, 56), sigma=0.1, seed=0):
+    yy, xx = np.mgrid[:shape[0], :shape[1]]
+    x = 0.5 + 0.3 * np.sin(xx / 3.0) * (yy > shape[0] // 3) + 0.2 * ((xx - 20) ** 2 + (yy - 30) ** 2 < 90)
+    y = x + sigma * np.random.default_rng(seed).standard_normal(shape)
+    return x, y
+
+
+SMALL = NonlocalSettings(window=15)  # small windows keep the tests fast
+
+
+def test_denoising_beats_the_pilot_on_a_plane():
+    x, y = _noisy_plane()
+    pilot = denoise_wavelet_tree(y, sigma=0.1)
+    out = nonlocal_denoise(y, pilot, 0.1, settings=SMALL)
+    assert out.shape == y.shape and out.dtype == np.float64
+    assert psnr(out, x) > psnr(pilot, x) + 1.0
+    assert psnr(out, x) > psnr(y, x) + 6.0
+
+
+def test_denoising_beats_the_pilot_on_a_volume():
+    zz, yy, xx = np.mgrid[:12, :20, :22]
+    x = 0.3 + 0.5 * (((zz - 6) / 4.0) ** 2 + ((yy - 10) / 6.0) ** 2 + ((xx - 11) / 7.0) ** 2 < 1)
+    y = x + 0.1 * np.random.default_rng(3).standard_normal(x.shape)
+    pilot = denoise_wavelet_tree(y, sigma=0.1, axes=(0, 1, 2))
+    out = nonlocal_denoise(y, pilot, 0.1, settings=NonlocalSettings(window=5))
+    assert out.shape == y.shape
+    assert psnr(out, x) > psnr(pilot, x) + 0.5
+
+
+@pytest.mark.parametrize("shape", [(40, 44), (9, 14, 16)])
+def test_results_do_not_depend_on_the_number_of_threads(shape):
+    y = np.random.default_rng(5).random(shape)
+    settings = NonlocalSettings(window=7 if len(shape) == 3 else 15)
+    one = nonlocal_denoise(y, y, 0.2, settings=settings, n_threads=1)
+    two = nonlocal_denoise(y, y, 0.2, settings=settings, n_threads=2)
+    np.testing.assert_array_equal(one, two)
+
+
+@pytest.mark.parametrize("shape", [(30, 33), (10, 11, 12)])
+def test_a_constant_image_stays_constant(shape):
+    y = np.full(shape, 0.37)
+    out = nonlocal_denoise(y, y, 0.1, settings=NonlocalSettings(window=7))
+    np.testing.assert_allclose(out, 0.37, atol=1e-6)
+
+
+def test_inputs_are_not_modified():
+    x, y = _noisy_plane((32, 32))
+    pilot = denoise_wavelet_tree(y, sigma=0.1)
+    y0, p0 = y.copy(), pilot.copy()
+    nonlocal_denoise(y, pilot, 0.1, settings=SMALL)
+    np.testing.assert_array_equal(y, y0)
+    np.testing.assert_array_equal(pilot, p0)
+
+
+def test_progress_counts_the_announced_steps_and_cancels():
+    _, y = _noisy_plane((40, 40))
+    seen = []
+    nonlocal_denoise(y, y, 0.1, settings=SMALL, progress=lambda d, t: seen.append((d, t)))
+    total = nonlocal_steps(y.shape, SMALL)
+    assert seen[-1] == (total, total) and all(t == total for _, t in seen)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen) and len(seen) == total
+
+    def cancel(done, total):
+        if done >= 3:
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        nonlocal_denoise(y, y, 0.1, settings=SMALL, progress=cancel, n_threads=2)
+
+
+def test_a_result_pixel_depends_on_input_within_the_reach_only():
+    rng = np.random.default_rng(7)
+    y = rng.random((70, 24))
+    settings = NonlocalSettings(window=9, patch=4, stride=2)
+    reach = nonlocal_reach(2, settings)[0]
+    base = nonlocal_denoise(y, y, 0.2, settings=settings)
+    z = y.copy()
+    z[69, :] += 1.0  # changes in the last row, with its pilot pixels
+    out = nonlocal_denoise(z, z, 0.2, settings=settings)
+    changed = np.flatnonzero(np.any(out != base, axis=1))
+    assert changed.size and changed.min() >= 69 - reach
+
+
+def test_bad_settings_are_refused_with_their_name():
+    y = np.zeros((20, 20))
+    with pytest.raises(ValueError, match="k1 must be a power of 2"):
+        nonlocal_denoise(y, y, 0.1, settings=NonlocalSettings(k1=12))
+    with pytest.raises(ValueError, match="pilot must have the shape"):
+        nonlocal_denoise(y, y[:10], 0.1)
+    with pytest.raises(ValueError, match="sigma"):
+        nonlocal_denoise(y, y, 0.0)
