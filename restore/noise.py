@@ -310,16 +310,19 @@ def estimate_noise(image: ArrayLike, *, noise: str = "auto",
     band of an orthonormal Daubechies-2 transform holds mostly noise, and
     the approximation band (over 2, the filter's gain in 2-D), averaged over
     a window, the local mean. Only smooth places are used, where the local
-    mean barely changes (its gradient in the lowest quarter of the plane's),
-    so that image detail does not pass for noise.
+    mean barely changes (its gradient in the lowest quarter of the plane's,
+    and of its level's where the plane's smoothest quarter misses a level,
+    as the bright spots of fluorescence), so that image detail does not
+    pass for noise.
 
     *Gaussian*: ``sigma`` is the median absolute detail coefficient over
     0.6745 (a robust standard deviation).
 
     *Poisson-Gaussian*: the places are sorted into bins of equal width in
     their local mean (sparse bins merged with the next); in each, a robust
-    variance of the detail coefficients (their mean square within 6 robust
-    deviations of 0) is a point of the noise-level function. A line fitted
+    variance of the detail coefficients (their mean square within 3 robust
+    deviations of 0, over 0.973, what that cut leaves of a Gaussian's) is a
+    point of the noise-level function. A line fitted
     to the points by weighted least squares (weights: count over variance
     squared) gives ``gain`` (slope, >= 0) and ``sigma**2`` (intercept,
     floored at 0); its covariance, inflated by the points' scatter about the
@@ -419,14 +422,32 @@ def _plane_steps(shape: tuple[int, ...]) -> int:
     return _strips(h, w) + _strips(w, h // 2) + 3
 
 
+_WAVELET = "db2"  # two vanishing moments: the finest diagonal band of a smooth place holds noise alone
 _MIN_SIDE = 8  # pixels: a smaller plane leaves a detail band of under 4 x 4, less than one window of local mean
 _SMOOTH_QUANTILE = 0.25  # keep the smoothest quarter of the places (local-mean gradient below its lower quartile)
+# Groups of equal count by level in which a plane's places are ranked again when the plane-wide smoothest quarter
+# holds under 5% of a group (levels found only in structure, such as bright spots on a dark background): the
+# group's own smoothest quarter joins, so that the noise-level function has points at those levels too
+_LEVEL_GROUPS = 32
+_SPARSE = 0.05
 _MEAN_WINDOW = 9  # side of the window averaging the approximation band into the local mean (18 pixels)
 _N_BINS = 24  # bins of the local mean, each one point of the noise-level function (sparse ones merged)
 _MIN_SAMPLES = 1024  # fewer smooth samples than this: no line is fitted (the Gaussian estimate, gain 0)
 _MIN_BIN = 128  # samples a point of the noise-level function needs: its variance then has a 12.5% standard error
 _RANGE_QUANTILE = 0.001  # bins (and the image's levels) span the local means between this quantile and its complement
-_CLIP = 6.0  # robust deviations beyond which a detail coefficient is an outlier (a Gaussian keeps all but 2e-9)
+# Robust deviations beyond which a detail coefficient is an outlier (structure that passed the smoothness test);
+# the mean square of the rest is divided by what that cut leaves of a Gaussian's variance (0.973)
+_CLIP = 3.0
+
+
+def _kept_share(c: float) -> float:
+    """E[x**2 | |x| <= c] for x ~ N(0, 1): what cutting at ``c`` leaves of a Gaussian's variance."""
+    from math import erf, exp, pi, sqrt
+
+    return 1.0 - 2.0 * c * exp(-0.5 * c * c) / sqrt(2 * pi) / erf(c / sqrt(2))
+
+
+_CLIP_KEPT = _kept_share(_CLIP)
 _MAD = 0.6744897501960817  # median |N(0, 1)|
 _MAD_SE = 1.166  # standard error of a median-absolute-deviation sigma, times sqrt(n) / sigma (Gaussian samples)
 # A share of the values on the image's minimum (maximum), and a multiple of the count on the nearest other value,
@@ -447,6 +468,8 @@ _RATIO_PHOTON = 1.5
 # Standard error of the noise-level function (relative to its value, at the image's darkest and brightest levels)
 # above which the estimate is uncertain: a noise variance known to no better than +-50%
 _UNCERTAIN = 0.5
+_IRLS_ROUNDS = 6  # reweightings of the line fit (weights from the fitted variance and the residuals)
+_HUBER = 2.0  # standard errors off the line beyond which a point's weight falls (as 2 / its distance)
 _MIN_POINTS = 3  # points of the noise-level function needed to check a line against them (fewer: uncertain)
 
 
@@ -576,7 +599,7 @@ def _smooth_samples(planes: np.ndarray, scale: float, clip: tuple[float, float],
             if not usable.any():
                 continue
             # the gradient of the local mean also carries noise: compare it within each plane
-            keep = usable & (grad <= np.quantile(grad[usable], _SMOOTH_QUANTILE))
+            keep = usable & _smoothest(m, grad, usable)
             means[t].append(m[keep])
             dets[t].append(d[keep])
         steps()
@@ -586,6 +609,28 @@ def _smooth_samples(planes: np.ndarray, scale: float, clip: tuple[float, float],
         return np.empty(0), np.empty(0), (lo, hi), 1.0, tiers[t]
     return (np.concatenate(means[t]), np.concatenate(dets[t]), (lo, hi), left[t] / max(places, 1),
             tiers[t])
+
+
+
+
+def _smoothest(m: np.ndarray, grad: np.ndarray, usable: np.ndarray) -> np.ndarray:
+    """The smooth places of a plane: the lowest :data:`_SMOOTH_QUANTILE` of the usable places' gradients.
+
+    A level that the plane-wide selection nearly misses (under
+    :data:`_SPARSE` of a group of :data:`_LEVEL_GROUPS`) adds the smoothest
+    places of its own: a photograph's smooth places span its levels, a
+    fluorescence image's lie in the dark background, and without its bright
+    places the noise-level function could not show photon noise.
+    """
+    smooth = grad <= np.quantile(grad[usable], _SMOOTH_QUANTILE)
+    idx = np.flatnonzero(usable.ravel())
+    order = idx[np.argsort(m.ravel()[idx], kind="stable")]
+    keep = smooth.ravel().copy()
+    g = grad.ravel()
+    for part in np.array_split(order, min(_LEVEL_GROUPS, max(order.size, 1))):
+        if part.size and np.count_nonzero(keep[part]) < _SPARSE * part.size:
+            keep[part[g[part] <= np.quantile(g[part], _SMOOTH_QUANTILE)]] = True
+    return keep.reshape(m.shape)
 
 
 def _db2_bands(p: np.ndarray, scale: float, steps: _Steps) -> tuple[np.ndarray, np.ndarray]:
@@ -601,7 +646,7 @@ def _db2_bands(p: np.ndarray, scale: float, steps: _Steps) -> tuple[np.ndarray, 
     rows = np.array_split(np.arange(h), _strips(h, w))
     lo, hi = [], []
     for r in rows:
-        c = pywt.dwt(p[r[0]:r[-1] + 1] / scale, "db2", mode="periodization", axis=1)
+        c = pywt.dwt(p[r[0]:r[-1] + 1] / scale, _WAVELET, mode="periodization", axis=1)
         lo.append(c[0])
         hi.append(c[1])
         steps()
@@ -609,8 +654,8 @@ def _db2_bands(p: np.ndarray, scale: float, steps: _Steps) -> tuple[np.ndarray, 
     cols = np.array_split(np.arange(w // 2), _strips(w // 2, h))
     a, d = [], []
     for c in cols:
-        a.append(pywt.dwt(lo[:, c[0]:c[-1] + 1], "db2", mode="periodization", axis=0)[0])
-        d.append(pywt.dwt(hi[:, c[0]:c[-1] + 1], "db2", mode="periodization", axis=0)[1])
+        a.append(pywt.dwt(lo[:, c[0]:c[-1] + 1], _WAVELET, mode="periodization", axis=0)[0])
+        d.append(pywt.dwt(hi[:, c[0]:c[-1] + 1], _WAVELET, mode="periodization", axis=0)[1])
         steps()
     return np.concatenate(a, axis=1), np.concatenate(d, axis=1)
 
@@ -714,12 +759,16 @@ def _line(mu: np.ndarray, var: np.ndarray, n: np.ndarray) -> tuple[float, float,
     tiny = 1e-12 * max(float(var.max()), 1e-300)
     A = np.stack([mu, np.ones_like(mu)], axis=1)
     gain, var0 = 0.0, float(np.median(var))
-    for _ in range(4):
+    huber = np.ones_like(mu)
+    for _ in range(_IRLS_ROUNDS):
         fit = np.maximum(gain * mu + var0, tiny)
-        w = n / (2 * fit**2)
+        w = n / (2 * fit**2) * huber
         gain, var0 = np.linalg.lstsq(A * np.sqrt(w)[:, None], var * np.sqrt(w), rcond=None)[0]
+        # a point many standard errors off the line (structure in a bin, a chance low) weighs less: Huber
+        r = np.abs(var - np.maximum(gain * mu + var0, tiny)) * np.sqrt(n / 2) / np.maximum(gain * mu + var0, tiny)
+        huber = np.minimum(1.0, _HUBER / np.maximum(r, 1e-300))
     fit = np.maximum(gain * mu + var0, tiny)
-    w = n / (2 * fit**2)
+    w = n / (2 * fit**2) * huber
     cov = np.linalg.pinv(A.T @ (A * w[:, None]))
     if mu.size > 2:
         chi2 = float(np.sum(w * (var - fit) ** 2)) / (mu.size - 2)
@@ -739,12 +788,14 @@ def _fit_nlf(means: np.ndarray, dets: np.ndarray, steps: _Steps | None = None) -
 
 
 def _robust_var(d: np.ndarray) -> float:
-    """Variance of the values within ``_CLIP`` robust deviations of 0: unbiased for skewed low-count noise too.
+    """Variance of the values within ``_CLIP`` robust deviations of 0, corrected for the cut.
 
     The median absolute value alone underestimates the spread of the skewed
-    detail coefficients of a few photons; clipping at a few of its
-    deviations only drops outliers (edges that passed the smoothness test).
+    detail coefficients of a few photons; the mean square of the values
+    within a few of its deviations drops outliers (edges that passed the
+    smoothness test), and dividing by :data:`_CLIP_KEPT` undoes what the
+    cut takes from Gaussian noise.
     """
     s = np.median(np.abs(d)) / _MAD
     kept = d[np.abs(d) <= _CLIP * s]
-    return float(np.mean(kept**2)) if kept.size else 0.0
+    return float(np.mean(kept**2)) / _CLIP_KEPT if kept.size else 0.0

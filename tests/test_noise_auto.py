@@ -249,8 +249,8 @@ def test_estimate_describes_itself_and_stays_backwards_compatible(rng):
     assert old.uncertain is False and old.variance(0.5) == pytest.approx(0.0504)
     x = smooth_image(rng)
     g = estimate_noise(x + 0.03 * rng.standard_normal(x.shape))
-    assert "Gaussian" in g.describe() and "0.03" in g.describe()
-    assert "3" in g.describe(scale=100.0)  # in the caller's units
+    assert g.describe().startswith(f"Gaussian noise: sigma {g.sigma:.4g}") and abs(g.sigma - 0.03) < 0.003
+    assert f"sigma {100 * g.sigma:.4g}" in g.describe(scale=100.0)  # in the caller's units
     pg = estimate_noise(0.02 * rng.poisson(x / 0.02))
     assert "Poisson-Gaussian" in pg.describe() and "gain" in pg.describe()
     assert pg.sigma_se is not None and pg.gain_se is not None
