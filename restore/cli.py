@@ -222,7 +222,8 @@ def _noise_options(args: argparse.Namespace, scale: float, sample: Any, channel_
     # with photon noise a numeric lam is in the stabilised units of the Anscombe transform, not the file's
     lam = args.lam if isinstance(args.lam, str) or args.lam is None or photon else args.lam / scale
     if photon and (gain is None or sigma is None):
-        est = estimate_noise(sample if channel_axis is None else np.moveaxis(sample, channel_axis, 0))
+        est = estimate_noise(sample if channel_axis is None else np.moveaxis(sample, channel_axis, 0),
+                             noise="poisson-gaussian")
         if gain is None and not est.gain > 0:
             raise ValueError("could not estimate a gain > 0 from the image (its noise does not grow with its "
                              "level): give --gain, or use --noise gaussian")

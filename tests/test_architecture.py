@@ -35,6 +35,22 @@ RANK = {
 }
 
 
+# restore/denoise/'s own modules, from the bottom up, by the same rule: the driver's modules, shared by every
+# denoising method, first; then each method's, which may use the driver's and not the other way round.
+DENOISE_RANK = {
+    "_layout": 0,
+    "_noise_model": 1,
+    "_units": 2,
+    "_driver": 3,
+    "_transform": 4,  # the wavelet-tree method from here
+    "_lam": 5,
+    "_stages": 5,
+    "_wavelet_method": 6,
+    "_nonlocal_method": 7,  # the non-local method (its pilot: the wavelet-tree method)
+    "__init__": 8,
+}
+
+
 def _imports(path: Path) -> list[str]:
     tree = ast.parse(path.read_text())
     # the package a relative import starts from: restore, or restore.inpainting for its modules
@@ -83,6 +99,20 @@ def test_restore_imports_point_downwards():
             assert RANK[dep] < RANK[me], (
                 f"{path.relative_to(ROOT)} ({me}, rank {RANK[me]}) imports {imp} "
                 f"(rank {RANK[dep]}): dependencies must point downwards")
+
+
+def test_denoise_modules_import_downwards_the_driver_before_the_methods():
+    package = ROOT / "restore" / "denoise"
+    modules = {p.stem for p in package.glob("*.py")}
+    assert modules <= set(DENOISE_RANK), f"give these a rank in DENOISE_RANK: {sorted(modules - set(DENOISE_RANK))}"
+    for path in sorted(package.glob("*.py")):
+        for imp in _imports(path):
+            if not imp.startswith("restore.denoise."):
+                continue
+            dep = imp.split(".")[2]
+            assert DENOISE_RANK[dep] < DENOISE_RANK[path.stem], (
+                f"restore/denoise/{path.name} (rank {DENOISE_RANK[path.stem]}) imports {imp} "
+                f"(rank {DENOISE_RANK[dep]}): the driver's modules must not depend on a method's")
 
 
 def test_core_depends_on_nothing_of_ours_but_config():

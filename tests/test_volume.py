@@ -216,7 +216,7 @@ def test_dark_background_noise_is_shrunk_at_its_own_level():
 
     In 3-D the tree stage is compared: on spots this small the Wiener passes after it do about as well with either
     variance (``benchmarks/bench_volume.py`` measures the whole default both ways on larger volumes)."""
-    from restore.denoise import _wavelet_method as rd  # where the variance maps are asked for
+    from restore.denoise import _noise_model as rd
 
     rng = np.random.default_rng(5)
     z, y, x = np.meshgrid(np.arange(32.0), np.arange(64.0), np.arange(64.0), indexing="ij")

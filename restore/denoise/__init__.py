@@ -2,14 +2,25 @@
 
 Modules, from the bottom up:
 
+Shared by every method (the driver: all that is not the method):
+
 - :mod:`._layout`: which axes are transformed, which are channels, the opponent colour transform;
-- :mod:`._noise_model`: Gaussian sigma and the photon-noise model (gain, read noise, variance maps);
-- :mod:`._transform`: the wavelet transform plan of one plane or volume, shifts, shrinkage by the prox core;
-- :mod:`._lam`: lam from the noisy data, by SURE or the calibrated rule;
-- :mod:`._options`: the settings, checked once from the image's shape and dtype;
+- :mod:`._noise_model`: the noise models (Gaussian; photon noise through the Anscombe transform), the
+  one place the model is chosen, :func:`estimate_sigma`;
+- :mod:`._units`: what a method implements (:class:`._units.UnitMethod`: itself on one unit, a channel
+  of a plane or volume in white Gaussian noise), and an image in memory denoised unit by unit;
+- :mod:`._driver`: the checks of a call (:func:`._driver.check_call`), then :func:`._driver.drive`:
+  in memory, or Dask arrays and large volumes in overlapping blocks.
+
+The wavelet-tree method:
+
+- :mod:`._transform`: the wavelet transform of a unit (plan, shifts, shrinkage by the prox core);
+- :mod:`._lam`: lam from the noisy unit, by SURE or the calibrated rule;
 - :mod:`._stages`: the tree stage and the empirical Wiener stage;
-- :mod:`._blocks`: Dask arrays and large volumes in overlapping blocks;
-- :mod:`._wavelet_method`: :func:`denoise_wavelet_tree` and :func:`choose_lam`.
+- :mod:`._wavelet_method`: :class:`._wavelet_method.WaveletTree` (the method on a unit),
+  :func:`denoise_wavelet_tree` and :func:`choose_lam`.
+
+A module may import only those above it in these lists (``tests/test_architecture.py``).
 """
 
 from .._config import NOISE_MODELS

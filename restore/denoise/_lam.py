@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -354,3 +354,23 @@ def _resolve_method(method: str | None, penalty: str) -> str:
 
 
 assert set(_RULE_T) == set(PENALTIES)
+
+
+def _seed(rng) -> Any:
+    """The seed from which SURE's probe starts afresh on each plane and channel.
+
+    ``rng`` as :func:`numpy.random.default_rng` takes it (default 0), or one
+    drawn from a Generator or bit generator (they have a state, not a seed).
+    """
+    if rng is None:
+        return 0
+    if isinstance(rng, (np.random.Generator, np.random.BitGenerator)):
+        return int(np.random.default_rng(rng).integers(2**63))
+    try:
+        if isinstance(rng, bool):
+            raise TypeError
+        np.random.default_rng(rng)
+    except (TypeError, ValueError):
+        raise ValueError(f"rng must be None, a seed of numpy.random.default_rng (an integer >= 0, a sequence of "
+                         f"them, a SeedSequence) or a Generator, got {rng!r}") from None
+    return rng

@@ -1,19 +1,27 @@
-"""The noise models: Gaussian sigma (estimated per channel) and photon noise (gain, read noise).
+"""The noise models every denoising method shares: Gaussian, and photon noise through the Anscombe transform.
 
-The photon-noise model is estimated and checked here, and the variance its generalized Anscombe
-transform leaves per sample (the variance map the methods shrink by) is computed from a pilot.
+:func:`check_noise` reads the user's ``noise``, ``sigma`` and ``gain`` once
+and returns a :class:`GaussianNoise` or a :class:`PhotonNoise`: the only
+place where the name of the model is compared. Each model brings the data to
+white Gaussian noise (:meth:`~PhotonNoise.stabilise`), gives the methods the
+noise of each unit (:meth:`~PhotonNoise.sigmas`, :meth:`~PhotonNoise.var_maps`)
+and brings the result back (:meth:`~PhotonNoise.unstabilise`). The photon
+model's missing parameters are estimated (and checked) by
+:meth:`PhotonNoise.resolved`. :func:`estimate_sigma` is the Gaussian estimate.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 import pywt
 from numpy.typing import ArrayLike, NDArray
 
-from .._validation import check_image
-from ..noise import NoiseEstimate, estimate_noise, inverse_anscombe
+from .._config import NOISE_MODELS
+from .._validation import check_choice, check_image, check_number, check_per_channel
+from ..noise import NoiseEstimate, anscombe, estimate_noise, inverse_anscombe
 from ._layout import _OPPONENT, _from_channels
 
 _log = logging.getLogger(__package__)  # "restore.denoise", the logger the docs name
@@ -90,34 +98,169 @@ def _check_gain_scale(gain: float, x: np.ndarray, dtype: np.dtype) -> None:
                          f"give gain in those units (a gain of {gain!r} counts per photon is {gain / scale:.4g})")
 
 
-def _photon_model(x: np.ndarray, gain: float | None, sigma: float | None, has_channels: bool, check: bool = True,
-                  dtype: np.dtype | None = None) -> NoiseEstimate:
-    """Gain and read noise as given (checked by :func:`_check_options`), the missing ones estimated (and logged).
+# The largest noise parameter whose square float64 holds (the risk and the Anscombe transform square them)
+_SQUARE_MAX = float(np.sqrt(np.finfo(np.float64).max))
 
-    ``check``: refuse an image whose mean is more than
-    :data:`_OFFSET_SIGMAS` read-noise deviations below 0 (a camera offset
-    left in, or taken off twice): zero-mean read noise cannot put it there.
-    ``dtype``: the caller's image's, to refuse a gain given in counts for
-    an integer image (:func:`_check_gain_scale`).
+
+@dataclass(frozen=True)
+class GaussianNoise:
+    """White Gaussian noise of one standard deviation per channel, in image units.
+
+    Attributes
+    ----------
+    sigmas : tuple of float or None
+        One per channel; None: estimated on each unit and channel (:func:`estimate_sigma`'s estimator).
     """
-    if gain is not None and dtype is not None:
-        _check_gain_scale(gain, x, dtype)
-    if gain is None or sigma is None:
-        est = estimate_noise(np.moveaxis(x, -1, 0) if has_channels else x, noise="poisson-gaussian")
-        _log.info("estimated Poisson-Gaussian noise: gain %.4g, sigma %.4g", est.gain, est.sigma)
-        if gain is None:
-            if not est.gain > 0:
-                raise ValueError("could not estimate a gain > 0 from the image (its noise does not grow with "
-                                 "its level): give gain, or use noise='gaussian'")
-            gain = est.gain
-        sigma = est.sigma if sigma is None else sigma
-    mean = float(np.mean(x)) if check else 0.0
-    if mean < -_OFFSET_SIGMAS * sigma or (sigma == 0 and mean < 0):
-        raise ValueError(f"noise='poisson-gaussian' reads the image as photons times gain, from 0 (no light): its "
-                         f"mean {mean:.4g} is below 0 by more than {_OFFSET_SIGMAS:g} read-noise deviations "
-                         f"(sigma {sigma:.4g}). Subtract the camera offset so that no light reads about 0, or use "
-                         f"noise='gaussian'")
-    return NoiseEstimate("poisson-gaussian", float(sigma), float(gain))
+
+    sigmas: tuple[float, ...] | None = None
+
+    scaled = False  # the noise variance is the same on every sample: no variance maps
+
+    @property
+    def estimates_sigma(self) -> bool:
+        """Whether each unit's sigma is estimated on it (one progress step per channel)."""
+        return self.sigmas is None
+
+    @property
+    def complete(self) -> bool:
+        """Whether nothing is left to estimate on the whole image."""
+        return True
+
+    def resolved(self, x: np.ndarray, *, has_channels: bool, check: bool = True,
+                 dtype: np.dtype | None = None) -> GaussianNoise:
+        """The model for the whole image ``x`` (float, channels last): nothing to estimate on the whole."""
+        return self
+
+    def stabilise(self, x: np.ndarray) -> np.ndarray:
+        """The data with white Gaussian noise: as it is."""
+        return x
+
+    def unstabilise(self, y: np.ndarray) -> np.ndarray:
+        """A denoised result back in image units: as it is."""
+        return y
+
+    def sigmas_of(self, channels: list[np.ndarray]) -> list[float]:
+        """The noise deviation of each channel of a unit: given, or estimated on it."""
+        if self.sigmas is None:
+            return [_noise_sigma(ch) for ch in channels]
+        return list(self.sigmas)
+
+    def var_maps(self, channels: list[np.ndarray], n_axes: int) -> list[np.ndarray | None]:
+        """The noise variance of each sample of each channel: None, the same everywhere."""
+        return [None] * len(channels)
+
+
+@dataclass(frozen=True)
+class PhotonNoise:
+    """Poisson-Gaussian noise: ``gain`` image units per photon plus Gaussian read noise ``read_noise``.
+
+    The data go through the generalized Anscombe transform (noise of
+    deviation 1 where a sample expects a few photons, less on dark
+    backgrounds: :meth:`var_maps`), and the result comes back through its
+    exact unbiased inverse (:mod:`restore.noise`).
+
+    Attributes
+    ----------
+    gain, read_noise : float or None
+        None: estimated on the whole image by :meth:`resolved`.
+    """
+
+    gain: float | None = None
+    read_noise: float | None = None
+
+    scaled = True  # the stabilised noise's variance varies: methods shrink by variance maps
+    estimates_sigma = False  # the stabilised noise has deviation 1
+
+    @property
+    def complete(self) -> bool:
+        """Whether gain and read noise are both known."""
+        return self.gain is not None and self.read_noise is not None
+
+    def resolved(self, x: np.ndarray, *, has_channels: bool, check: bool = True,
+                 dtype: np.dtype | None = None) -> PhotonNoise:
+        """Gain and read noise as given, the missing ones estimated on ``x`` (and logged); checked.
+
+        ``x``: the image, float, channels last when ``has_channels``.
+        ``check``: refuse an image whose mean is more than
+        :data:`_OFFSET_SIGMAS` read-noise deviations below 0 (a camera offset
+        left in, or taken off twice): zero-mean read noise cannot put it there.
+        ``dtype``: the caller's image's, to refuse a gain given in counts for
+        an integer image (:func:`_check_gain_scale`).
+        """
+        gain, sigma = self.gain, self.read_noise
+        if gain is not None and dtype is not None:
+            _check_gain_scale(gain, x, dtype)
+        if gain is None or sigma is None:
+            est = estimate_noise(np.moveaxis(x, -1, 0) if has_channels else x, noise="poisson-gaussian")
+            _log.info("estimated Poisson-Gaussian noise: gain %.4g, sigma %.4g", est.gain, est.sigma)
+            if gain is None:
+                if not est.gain > 0:
+                    raise ValueError("could not estimate a gain > 0 from the image (its noise does not grow with "
+                                     "its level): give gain, or use noise='gaussian'")
+                gain = est.gain
+            sigma = est.sigma if sigma is None else sigma
+        mean = float(np.mean(x)) if check else 0.0
+        if mean < -_OFFSET_SIGMAS * sigma or (sigma == 0 and mean < 0):
+            raise ValueError(f"noise='poisson-gaussian' reads the image as photons times gain, from 0 (no light): "
+                             f"its mean {mean:.4g} is below 0 by more than {_OFFSET_SIGMAS:g} read-noise deviations "
+                             f"(sigma {sigma:.4g}). Subtract the camera offset so that no light reads about 0, or "
+                             f"use noise='gaussian'")
+        return PhotonNoise(float(gain), float(sigma))
+
+    @property
+    def estimate(self) -> NoiseEstimate:
+        """The resolved model as :func:`restore.estimate_noise` reports one."""
+        return NoiseEstimate("poisson-gaussian", float(self.read_noise), float(self.gain))
+
+    def stabilise(self, x: np.ndarray) -> np.ndarray:
+        """The generalized Anscombe transform of the data (resolved model)."""
+        return anscombe(x, self.gain, self.read_noise)
+
+    def unstabilise(self, y: np.ndarray) -> np.ndarray:
+        """Its exact unbiased inverse, of a denoised result."""
+        return inverse_anscombe(y, self.gain, self.read_noise)
+
+    def sigmas_of(self, channels: list[np.ndarray]) -> list[float]:
+        """The stabilised noise's deviation, 1 in each channel (the variance maps tell where it is less)."""
+        return [1.0] * len(channels)
+
+    def var_maps(self, channels: list[np.ndarray], n_axes: int) -> list[np.ndarray]:
+        """The stabilised noise's variance on each sample of each channel (:func:`_stabilised_variance`)."""
+        return _stabilised_variance(channels, self.estimate, n_axes)
+
+
+NoiseModel = GaussianNoise | PhotonNoise
+
+
+def check_noise(noise: str, sigma, gain, n_channels: int) -> NoiseModel:
+    """The noise model the user named, its parameters checked (none estimated yet)."""
+    check_choice("noise", noise, NOISE_MODELS, plural="noise models")
+    photon = noise == "poisson-gaussian"  # the one place the model's name is read
+    if gain is not None and not photon:
+        raise ValueError(f"gain={gain!r} applies to noise='poisson-gaussian' only, got noise={noise!r}")
+    if not photon:
+        sigmas = None if sigma is None else check_per_channel("sigma", sigma, n_channels)
+        for s in sigmas or []:
+            _check_square(s)
+        return GaussianNoise(None if sigmas is None else tuple(sigmas))
+    if gain is not None:
+        gain = check_number("gain (image units per photon)", gain, min=0.0, strict=True)
+        if not 1 / _SQUARE_MAX <= gain <= _SQUARE_MAX:
+            raise ValueError(f"gain (image units per photon) {gain:g} is out of range: its square or its inverse "
+                             f"overflows float64 (between {1 / _SQUARE_MAX:.3g} and {_SQUARE_MAX:.3g})")
+    read_noise = None
+    if sigma is not None:
+        if np.ndim(sigma) != 0:
+            raise ValueError(f"sigma must be one number with noise='poisson-gaussian' (the camera's read "
+                             f"noise, shared by all channels), got {sigma!r}")
+        read_noise = _check_square(check_number("sigma", sigma, min=0.0))
+    return PhotonNoise(gain, read_noise)
+
+
+def _check_square(s: float) -> float:
+    if s > _SQUARE_MAX:
+        raise ValueError(f"sigma {s:g} is too large: its square overflows float64 (at most {_SQUARE_MAX:.3g})")
+    return s
 
 
 # How far below 0 (in read-noise deviations) the mean of an image may lie under photon noise: a mean over many
@@ -170,10 +313,3 @@ def _noise_sample(image, sp_axes: tuple[int, ...]) -> np.ndarray:
     sample = noise_sample(image, sp_axes)  # one index, the middle one, along the other axes and the channels
     x, _ = check_image(sample.astype(image.dtype, copy=False), spatial=min(2, len(sp_axes)))
     return x
-
-
-def _channel_sigmas(sigma, channels: list[np.ndarray]) -> list[float]:
-    """The given sigma of each channel (validated), or an estimate on each."""
-    if sigma is None:
-        return [_noise_sigma(ch) for ch in channels]
-    return list(sigma)

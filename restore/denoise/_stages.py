@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .._config import default_num_threads
 from .._progress import Steps
-from ._transform import _Plan, _shifts, _shrink_rows
+from ._transform import _overlap, _Plan, _shifts, _shrink_rows
 
 
 def _shift_groups(n_shifts: int, ndim: int = 2) -> list[list[tuple[int, ...]]]:
@@ -73,6 +75,24 @@ def _pilot_shifts(n_shifts: int) -> int:
 def _use_wiener(wiener: bool | None, n_axes: int) -> bool:
     """The Wiener stage runs when asked, and by default on volumes (three transformed axes)."""
     return n_axes == 3 if wiener is None else bool(wiener)
+
+
+def _wiener_passes(plan: _Plan, n_shifts: int) -> list[tuple[_Plan, int]]:
+    """The Wiener stage's passes on arrays of ``plan``'s shape: the plan in each basis, and its shifts.
+
+    Same padding, levels and layout in the other bases: no tree is needed there.
+    """
+    return [(replace(plan, wavelet=w), _wiener_shifts(n_shifts, k)) for w, k in _WIENER_PASSES]
+
+
+def _tree_shifts(n_shifts: int, wiener: bool) -> int:
+    """Shifts of the tree stage: all of them, or the pilot's share when the Wiener stage follows."""
+    return _pilot_shifts(n_shifts) if wiener else n_shifts
+
+
+def _wiener_reach(levels: int) -> int:
+    """How far the Wiener passes reach along an axis of ``levels`` levels (:func:`._transform._overlap` each)."""
+    return sum(_overlap(w, levels) for w, _ in _WIENER_PASSES)
 
 
 def _wiener_plane(plane: np.ndarray, pilot: np.ndarray, sigma: float, plan: _Plan, n_shifts: int,

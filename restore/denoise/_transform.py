@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pywt
 
 from .._cache import lru_bytes
 from .._validation import check_choice, check_int, check_level, check_wavelet, max_level
@@ -210,3 +211,14 @@ def _default_levels(shape: tuple[int, ...]) -> tuple[int, ...]:
     """Default levels per axis of a 3-D transform: down to a few samples on the thinnest axis, at most 3, equal."""
     n = min(shape)
     return (min(_MAX_LEVELS_3D, max(1, int(np.floor(np.log2(max(n, 2) / _MIN_SAMPLES_3D))))),) * len(shape)
+
+
+def _overlap(wavelet: str, levels: int) -> int:
+    """Exact reach of a Dask block's border along an axis with ``levels`` levels: its deepest basis functions.
+
+    A coarsest coefficient spans ``(L - 1) * (2**levels - 1) + 1`` samples for a
+    filter of length ``L``, and its tree group no more than one further
+    coarsest cell (``2**levels``): beyond that a block's border cannot reach
+    its interior.
+    """
+    return (pywt.Wavelet(wavelet).dec_len - 1) * ((1 << levels) - 1) + (1 << levels)

@@ -1,32 +1,148 @@
-"""The public functions of wavelet-tree denoising: :func:`denoise_wavelet_tree`, :func:`choose_lam`."""
+"""The wavelet-tree method: :func:`denoise_wavelet_tree`, :func:`choose_lam`, and :class:`WaveletTree` on one unit.
+
+:class:`WaveletTree` is the method the driver (:mod:`._driver`) runs on each
+unit: lam chosen on the unit (SURE or the rule, :mod:`._lam`) or given, the
+tree stage, and the empirical Wiener stage (:mod:`._stages`), in the
+wavelet transform of :mod:`._transform`. The public functions check their
+call (the driver's part with :func:`._driver.check_call`, the method's
+settings with :meth:`WaveletTree.checked`) and hand both to the driver.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._cache import call_scope
 from .._progress import ProgressCallback, Steps
-from .._validation import check_choice, check_image, check_image_layout, restore_dtype
-from ..noise import anscombe, inverse_anscombe
-from ._blocks import _WHOLE_MAX_VOXELS, _denoise_blocks, _denoise_dask, _is_dask
-from ._lam import LamChoice, LamMethod, _choice_for_plane, _lam_steps, _resolve_method
-from ._layout import _check_axes, _from_channels, _to_channels
-from ._noise_model import _channel_sigmas, _photon_model, _stabilised_variance
-from ._options import _check_options, _Options
+from .._validation import check_choice, check_int, check_per_channel
+from ..proximal import PENALTIES
+from ._driver import check_call, drive
+from ._lam import LamChoice, LamMethod, _choice_for_plane, _lam_steps, _resolve_method, _seed
+from ._layout import Layout
 from ._stages import (
-    _WIENER_PASSES,
     _denoise_plane,
-    _pilot_shifts,
     _shrink_steps,
+    _tree_shifts,
     _use_wiener,
+    _wiener_passes,
     _wiener_plane,
-    _wiener_shifts,
+    _wiener_reach,
 )
-from ._transform import _plan, _setup, _shrink_rows
+from ._transform import _levels, _overlap, _Plan, _plan, _setup, _shrink_rows
+from ._units import prepare, sigma_steps, unit_channels
+
+# Overlap of Dask blocks, in samples along each axis, at most, by number of transformed axes. Volumes: past 32,
+# what a border changes in the interior is far below the 0.05 dB the lazy result promises (the deep, wide basis
+# functions carry little of a denoised volume), and the exact reach of the defaults (87 voxels: three levels of
+# db3, then the Wiener passes) would make blocks of ~7x their core and the work with them. Planes have deeper
+# default levels (5 on 512 x 512) whose smooth, wide basis functions do carry the image: 256 covers the exact reach
+# of 5 levels of db3 (187). Tested by the agreement of lazy and in-memory results (test_volume*.py).
+_MAX_OVERLAP = {2: 256, 3: 32}
+
+
+@dataclass(frozen=True)
+class WaveletTree:
+    """The wavelet-tree method on one unit, for the driver (:class:`._units.UnitMethod`).
+
+    Settings of the whole image, checked by :meth:`checked`: every unit and
+    Dask block is transformed with the same levels whatever its size.
+    """
+
+    penalty: str
+    wavelet: str
+    levels: tuple[int, ...]  # one per transformed axis, increasing
+    penalize_approx: bool
+    n_shifts: int
+    lam_method: str | None  # 'sure' or 'rule'; None: lam given
+    lams: tuple[float, ...] | None  # given, one per channel
+    level_weights: tuple | None  # given with lams (a LamChoice), one per channel (None: all 1)
+    per_level: bool | None
+    wiener: bool
+    seed: Any  # of numpy.random.default_rng: SURE's probe starts afresh from it on each unit and channel
+
+    @classmethod
+    def checked(cls, layout: Layout, shape: tuple[int, ...], *, lam, penalty, wavelet, level, penalize_approx,
+                cycle_spins, per_level, wiener, rng, axes) -> WaveletTree:
+        """The method's settings checked, for an image of ``shape`` and ``layout`` (no pixel read)."""
+        n_shifts = max(check_int("cycle_spins", cycle_spins, min=0), 1)
+        check_choice("wiener", wiener, (None, True, False), plural="values")
+        check_choice("per_level", per_level, (None, True, False), plural="values")
+        sp_axes, ndim, n_channels = layout.sp_axes, layout.ndim, layout.n_channels
+        if axes is not None and np.ndim(level) == 1 and len(level) == len(sp_axes):
+            # one level per axis, in the order of ``axes``: read in the increasing order of the axes
+            level = tuple(level[i] for i in np.argsort([int(a) % ndim for a in axes]))
+        check_choice("penalty", penalty, PENALTIES, plural="penalties")
+        levels = _levels(tuple(int(shape[a]) for a in sp_axes), wavelet, level)
+        n_levels = max(levels)
+        weights = lams = None
+        if lam is None or isinstance(lam, str):
+            lam_method = _resolve_method(lam, penalty)
+        elif isinstance(lam, LamChoice):
+            lam_method, lams = None, tuple(check_per_channel("lam", lam.lam, n_channels))
+            weights = lam.level_weights or None
+            if weights is not None and (len(weights) != n_channels or any(
+                    w is not None and len(w) != n_levels for w in weights)):
+                raise ValueError(f"lam is a LamChoice with level weights for {len(weights)} channel(s) of "
+                                 f"another transform: expected {n_channels} channel(s) of {n_levels} levels")
+        else:
+            lam_method, lams = None, tuple(check_per_channel("lam", lam, n_channels))
+        return cls(penalty, wavelet, levels, bool(penalize_approx), n_shifts, lam_method, lams, weights, per_level,
+                   _use_wiener(wiener, len(sp_axes)), _seed(rng))
+
+    @property
+    def needs_sigma(self) -> bool:
+        """SURE, the rule and the Wiener stage need the noise level; a lam given alone does not."""
+        return self.lam_method is not None or self.wiener
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """Blocks start on the dyadic grid of the whole: ``2**levels`` along each axis."""
+        return tuple(1 << n for n in self.levels)
+
+    @property
+    def reach(self) -> tuple[int, ...]:
+        """The deepest basis functions' reach (and the Wiener passes'), at most :data:`_MAX_OVERLAP`."""
+        cap = _MAX_OVERLAP[len(self.levels)]
+        return tuple(min(_overlap(self.wavelet, n) + (_wiener_reach(n) if self.wiener else 0), cap)
+                     for n in self.levels)
+
+    def plan(self, shape: tuple[int, ...]) -> _Plan:
+        """The transform of units of this shape (cached)."""
+        return _plan(tuple(int(s) for s in shape), self.wavelet, self.levels, self.penalize_approx)
+
+    def steps(self, shape: tuple[int, ...], scaled: bool) -> int:
+        """Progress steps on a unit: choosing lam, the tree stage's transforms and shrinkage, the Wiener passes."""
+        plan = self.plan(shape)
+        passes = _wiener_passes(plan, self.n_shifts) if self.wiener else []
+        return (_lam_steps(self.lam_method, self.penalty, plan, self.per_level, scaled)
+                + _shrink_steps(_tree_shifts(self.n_shifts, self.wiener)) + sum(2 * k for _, k in passes))
+
+    def choose(self, unit: np.ndarray, sigma: float, var_map: np.ndarray | None,
+               steps: Steps | None) -> tuple[float, np.ndarray | None]:
+        """Lam of one unit and, by SURE per level, its level weights (None: all 1); SURE's probe afresh."""
+        return _choice_for_plane(unit, sigma, self.penalty, self.lam_method, self.plan(unit.shape),
+                                 self.penalize_approx, np.random.default_rng(self.seed), steps, self.per_level,
+                                 var_map)
+
+    def denoise(self, unit: np.ndarray, sigma: float | None, var_map: np.ndarray | None, steps: Steps,
+                channel: int) -> np.ndarray:
+        """Lam (given or chosen), the tree stage, then the Wiener stage when on."""
+        plan = self.plan(unit.shape)
+        if self.lam_method is None:
+            w = None if self.level_weights is None else self.level_weights[channel]
+            lam, weights = self.lams[channel], None if w is None else np.array(w)
+        else:
+            lam, weights = self.choose(unit, sigma, var_map, steps)
+        out = _denoise_plane(unit, lam, self.penalty, plan, self.penalize_approx,
+                             _tree_shifts(self.n_shifts, self.wiener), steps, weights, var_map)
+        for wiener_plan, k in _wiener_passes(plan, self.n_shifts) if self.wiener else []:
+            out = _wiener_plane(unit, out, sigma, wiener_plan, k, steps, var_map)
+        return out
 
 
 @call_scope()
@@ -97,40 +213,25 @@ def choose_lam(
     -------
     LamChoice
     """
-    arr = np.asarray(image)
-    n_axes = 2 if axes is None else len(_check_axes(axes, arr.ndim, None, channels_checked=False))
-    check_image_layout(arr.shape, arr.dtype, channel_axis=channel_axis, spatial=n_axes, exact=True)
     if method is not None:
         check_choice("method", method, ("sure", "rule"), plural="methods")
-    opts = _check_options(arr.shape, arr.dtype, sigma=sigma, lam=method, penalty=penalty, wavelet=wavelet,
-                          level=level, penalize_approx=penalize_approx, cycle_spins=0, channel_axis=channel_axis,
-                          axes=axes, noise=noise, gain=gain, per_level=per_level, wiener=None, rng=rng,
-                          progress=progress)
-    img, axis = check_image(arr, channel_axis=opts.c_axis, spatial=n_axes, exact=True)
-    x = np.transpose(img, list(opts.sp_axes) + ([] if axis is None else [axis]))
-    plan = _plan(x.shape[:n_axes], wavelet, opts.levels, opts.penalize_approx)
-    method, n_channels, sigmas_given = opts.method, opts.n_channels, opts.sigmas
-    if noise == "poisson-gaussian":
-        model = _photon_model(x, opts.gain, opts.read_noise, axis is not None, dtype=arr.dtype)
-        x, sigmas_given = anscombe(x, model.gain, model.sigma), [1.0] * n_channels
-    channels = _to_channels(x, -1 if axis is not None else None)
-    var_maps = (_stabilised_variance(channels, model, n_axes) if noise == "poisson-gaussian"
-                else [None] * len(channels))
-    sigmas = _channel_sigmas(sigmas_given, channels)
-    steps = Steps(progress, len(channels) * _lam_steps(method, penalty, plan, per_level, noise == "poisson-gaussian"),
-                  start=True)
-    # as denoise_wavelet_tree does: SURE's probe afresh on each channel
-    choices = [_choice_for_plane(ch, s, penalty, method, plan, penalize_approx, np.random.default_rng(opts.seed),
-                                 steps, per_level, vm)
-               for ch, s, vm in zip(channels, sigmas, var_maps, strict=True)]
+    arr, layout, model = check_call(image, channel_axis=channel_axis, axes=axes, noise=noise, sigma=sigma, gain=gain,
+                                    progress=progress, exact=True)
+    wt = WaveletTree.checked(layout, arr.shape, lam=method, penalty=penalty, wavelet=wavelet, level=level,
+                             penalize_approx=penalize_approx, cycle_spins=0, per_level=per_level, wiener=False,
+                             rng=rng, axes=axes)
+    x, model = prepare(arr, layout, model, exact=True)
+    shape = tuple(int(x.shape[i]) for i in range(len(layout.sp_axes)))
+    per_channel = _lam_steps(wt.lam_method, penalty, wt.plan(shape), per_level, model.scaled)
+    steps = Steps(progress, layout.n_channels * (per_channel + sigma_steps(model, True)), start=True)
+    # the start of WaveletTree.denoise, on the same units, with the same SURE probe on each channel
+    choices, sigmas = [], []
+    for _, data, s, var_map in unit_channels(x, layout, model, steps, need_sigma=True):
+        choices.append(wt.choose(data, s, var_map, steps))
+        sigmas.append(s)
     weights = tuple(None if w is None else tuple(float(v) for v in w) for _, w in choices)
     return LamChoice(lam=tuple(float(lm) for lm, _ in choices), sigma=tuple(float(s) for s in sigmas),
-                     method=method, level_weights=weights if any(w is not None for w in weights) else None)
-
-
-# ---------------------------------------------------------------------------
-# Denoising
-# ---------------------------------------------------------------------------
+                     method=wt.lam_method, level_weights=weights if any(w is not None for w in weights) else None)
 
 
 def denoise_wavelet_tree(
@@ -352,80 +453,12 @@ def denoise_wavelet_tree(
     >>> bool(np.mean((out - clean) ** 2) < 0.25 * np.mean((noisy - clean) ** 2))
     True
     """
-    lazy = _is_dask(image)
-    arr = image if lazy else np.asarray(image)
-    opts = _check_options(arr.shape, arr.dtype, sigma=sigma, lam=lam, penalty=penalty, wavelet=wavelet, level=level,
-                          penalize_approx=penalize_approx, cycle_spins=cycle_spins, channel_axis=channel_axis,
-                          axes=axes, noise=noise, gain=gain, per_level=per_level, wiener=wiener, rng=rng,
-                          progress=progress, sliced_axes=sliced_axes)
-    work = {"penalty": penalty, "wavelet": wavelet, "noise": noise, "per_level": per_level, "wiener": wiener}
-    if lazy:
-        return _denoise_dask(arr, opts, progress=progress, **work)
-    if len(opts.sp_axes) == 3 and np.prod([arr.shape[a] for a in opts.sp_axes]) > _WHOLE_MAX_VOXELS:
-        return _denoise_blocks(arr, opts, progress=progress, **work)
-    return _denoise_array(arr, opts, progress=progress, **work)
-
-
-@call_scope()
-def _denoise_array(arr: np.ndarray, opts: _Options, *, penalty: str, wavelet: str, noise: str,
-                   per_level: bool | None, wiener: bool | None, progress: ProgressCallback | None,
-                   block: bool = False) -> np.ndarray:
-    """:func:`denoise_wavelet_tree` of an array in memory, on settings checked by :func:`_check_options`.
-
-    ``block``: one block of a Dask array, whose photon model was checked and
-    estimated on the whole (its own sample may be dark: no check there).
-    """
-    img, c_axis = check_image(arr, channel_axis=opts.c_axis, spatial=len(opts.sp_axes))
-    n_shifts, method, lams_given, weights_given = opts.n_shifts, opts.method, opts.lams, opts.level_weights
-    sp_axes, penalize_approx = opts.sp_axes, opts.penalize_approx
-    plan = _plan(tuple(int(img.shape[a]) for a in sp_axes), wavelet, opts.levels, penalize_approx)
-    # channels last, the transformed axes just before them, the rest (stacks of planes or volumes) first
-    order = [i for i in range(img.ndim) if i not in sp_axes and i != c_axis] + list(sp_axes)
-    order += [] if c_axis is None else [c_axis]
-    x = np.transpose(img, order)
-    n_sp, n_channels, sigmas_given = len(sp_axes), opts.n_channels, opts.sigmas
-    if noise == "poisson-gaussian":
-        model = _photon_model(x, opts.gain, opts.read_noise, c_axis is not None, check=not block,
-                              dtype=None if block else arr.dtype)
-        x = anscombe(x, model.gain, model.sigma)
-        sigmas_given = [1.0] * n_channels  # the transform's stabilised noise
-    out = np.empty(x.shape, dtype=np.float64)
-    lead = x.shape[:-n_sp - 1] if c_axis is not None else x.shape[:-n_sp]
-    use_wiener = _use_wiener(wiener, n_sp)
-    # same padding, levels and layout in other bases: no tree needed there
-    passes = [(replace(plan, wavelet=w), _wiener_shifts(n_shifts, k)) for w, k in _WIENER_PASSES] if use_wiener else []
-    tree_shifts = _pilot_shifts(n_shifts) if passes else n_shifts
-    per_channel = (_lam_steps(method, penalty, plan, per_level, noise == "poisson-gaussian")
-                   + _shrink_steps(tree_shifts) + (sigmas_given is None and (method is not None or use_wiener))
-                   + sum(2 * k for _, k in passes))
-    steps = Steps(progress, int(np.prod(lead, dtype=np.int64)) * n_channels * per_channel, start=True)
-    for idx in np.ndindex(*lead):
-        plane = x[idx]
-        channels = _to_channels(plane, -1 if c_axis is not None else None)
-        var_maps = (_stabilised_variance(channels, model, n_sp) if noise == "poisson-gaussian"
-                    else [None] * len(channels))
-        if method is not None or passes:
-            sigmas = _channel_sigmas(sigmas_given, channels)
-            if sigmas_given is None:
-                steps(len(channels))
-        if method is None:
-            choices = [(lm, None if weights_given is None or weights_given[c] is None else np.array(weights_given[c]))
-                       for c, lm in enumerate(lams_given)]
-        else:
-            # SURE's probe starts afresh on each plane and channel: a plane denoises as on its own, in any block
-            choices = [_choice_for_plane(ch, s, penalty, method, plan, penalize_approx,
-                                         np.random.default_rng(opts.seed), steps, per_level, vm)
-                       for ch, s, vm in zip(channels, sigmas, var_maps, strict=True)]
-        den = [_denoise_plane(ch, lm, penalty, plan, penalize_approx, tree_shifts, steps, w, vm)
-               for ch, (lm, w), vm in zip(channels, choices, var_maps, strict=True)]
-        for wiener_plan, k in passes:
-            den = [_wiener_plane(ch, pilot, s, wiener_plan, k, steps, vm)
-                   for ch, pilot, s, vm in zip(channels, den, sigmas, var_maps, strict=True)]
-        out[idx] = _from_channels(den, c_axis is not None)
-    if noise == "poisson-gaussian":
-        out = inverse_anscombe(out, model.gain, model.sigma)
-    out = np.transpose(out, np.argsort(order))
-    return restore_dtype(out, arr.dtype)
+    arr, layout, model = check_call(image, channel_axis=channel_axis, axes=axes, noise=noise, sigma=sigma, gain=gain,
+                                    progress=progress, sliced_axes=sliced_axes)
+    method = WaveletTree.checked(layout, arr.shape, lam=lam, penalty=penalty, wavelet=wavelet, level=level,
+                                 penalize_approx=penalize_approx, cycle_spins=cycle_spins, per_level=per_level,
+                                 wiener=wiener, rng=rng, axes=axes)
+    return drive(arr, layout, model, method, progress)
 
 
 # ---------------------------------------------------------------------------

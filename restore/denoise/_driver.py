@@ -1,0 +1,216 @@
+"""The driver every denoising method shares: all that is not the method.
+
+A public denoising function checks its call with :func:`check_call` (the
+image's layout, ``progress``, the noise model), builds its method (an object
+with the :class:`~._units.UnitMethod` interface, its own settings checked) and returns
+:func:`drive`. The driver then takes care of:
+
+- the values (NaN, inf) and integer images (read in [0, 1]), and the output dtype;
+- the noise model: Gaussian sigma per channel (given, or estimated on each
+  unit), or photon noise through the generalized Anscombe transform and back
+  (gain and read noise estimated once on the whole);
+- the channels (the orthonormal opponent colour space for three);
+- the leading axes (stacks of planes or volumes: one unit each);
+- Dask arrays, in overlapping blocks (:func:`dask.array.map_overlap`) that
+  keep to the method's :attr:`~._units.UnitMethod.grid` and overlap by its
+  :attr:`~._units.UnitMethod.reach`, and volumes too large to transform whole, in the
+  same blocks;
+- progress (:class:`restore._progress.Steps`) and cancellation.
+
+The method sees one unit at a time: a 2-D plane or 3-D volume of one
+channel, float64, in white Gaussian noise (:meth:`~._units.UnitMethod.denoise`).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from .._cache import call_scope
+from .._config import default_num_threads
+from .._progress import BlockSteps, ProgressCallback
+from .._validation import check_callable, check_finite, output_dtype
+from ._layout import Layout, check_layout
+from ._noise_model import NoiseModel, _noise_sample, check_noise
+from ._units import UnitMethod, denoise_units
+
+
+def is_dask(a: Any) -> bool:
+    """Whether ``a`` is a Dask collection (:func:`dask.is_dask_collection`), without importing Dask for others."""
+    dask = sys.modules.get("dask")  # nothing is a Dask collection unless Dask was imported
+    return dask is not None and dask.is_dask_collection(a)
+
+
+def check_call(image: Any, *, channel_axis, axes, noise: str, sigma, gain, progress, sliced_axes=(),
+               exact: bool = False) -> tuple[Any, Layout, NoiseModel]:
+    """The checks of a denoising call that the driver owns, up front: the image (array or Dask), its layout, the noise.
+
+    Returns the image (an ndarray, or the Dask array as given), its
+    :class:`~._layout.Layout` and its noise model (parameters checked, none
+    estimated). ``exact``: the image is one unit (no stacking axes).
+    """
+    arr = image if is_dask(image) else np.asarray(image)
+    if is_dask(arr) and not hasattr(arr, "map_overlap"):
+        raise ValueError(f"image must be an array or a dask.array.Array, got {type(image).__name__}")
+    layout = check_layout(arr.shape, arr.dtype, channel_axis=channel_axis, axes=axes, sliced_axes=sliced_axes,
+                          exact=exact)
+    check_callable("progress", progress)
+    return arr, layout, check_noise(noise, sigma, gain, layout.n_channels)
+
+
+def drive(image: Any, layout: Layout, noise: NoiseModel, method: UnitMethod,
+          progress: ProgressCallback | None) -> Any:
+    """Denoise ``image`` (from :func:`check_call`) unit by unit with ``method``: in memory, in blocks, or lazily."""
+    if is_dask(image):
+        return _denoise_dask(image, layout, noise, method, progress)
+    if len(layout.sp_axes) == 3 and np.prod([image.shape[a] for a in layout.sp_axes]) > _WHOLE_MAX_VOXELS:
+        return _denoise_blocks(image, layout, noise, method, progress)
+    return denoise_units(image, layout, noise, method, progress)
+
+
+# Cores of the Dask blocks span at least this many overlaps along each axis: the redundant work of a block,
+# (1 + 2 / 4)**3 = 3.4 times its core in 3-D, stays bounded whatever the input's chunks.
+_CORE_PER_OVERLAP = 4
+# ... and at most this many samples along each axis: a block's memory (about 150 bytes a voxel at the volume
+# defaults, so 1.1 GB for a core of 128**3 with overlaps of 32; planes of 1536 x 1536 with their overlaps hold
+# 2.4 M pixels) stays bounded whatever the input's chunks (planes of 2048 x 2048 are common in microscopy stores).
+_MAX_CORE = {2: 1024, 3: 128}
+
+
+def _block_plan(chunk: int, n: int, grid: int, reach: int, n_axes: int = 3) -> tuple[int, int]:
+    """Core size and overlap of Dask blocks along an axis of length ``n`` whose chunks are ``chunk`` long.
+
+    Blocks start on the method's grid (a multiple of ``grid`` from the
+    image's origin: for a wavelet transform of L levels, ``2**L``, or each
+    block would be decomposed like a shifted copy): both core and overlap
+    are multiples of ``grid``. The core is the input's chunk when it spans
+    :data:`_CORE_PER_OVERLAP` overlaps to :data:`_MAX_CORE` samples (of
+    ``n_axes``), else the fewest of its chunks merged, or the fewest parts
+    it splits into, that do, so that blocks keep to the chunks of the store
+    they came from; with none, the largest multiple of ``grid`` within
+    :data:`_MAX_CORE`.
+    """
+    step = grid
+    depth = min(-(-reach // step) * step, n)
+    low, high = max(step, _CORE_PER_OVERLAP * depth), max(step, _MAX_CORE[n_axes] // step * step)
+    merged = [chunk * m for m in range(1, high // chunk + 1)]
+    split = [chunk // k for k in range(2, chunk + 1) if chunk % k == 0]
+    fits = [c for c in merged + split if c % step == 0 and low <= c <= high]
+    return min(fits[0] if fits else high, n), depth
+
+
+def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, progress: ProgressCallback | None,
+                  block_steps: BlockSteps | None = None):
+    """Lazy denoising of a Dask array: overlapping blocks (``dask.array.map_overlap``).
+
+    ``block_steps``, when given, takes the progress of each block
+    (:func:`_denoise_blocks`). Every block has the method's settings of the
+    whole (a transform's levels) and its noise model (the photon model
+    estimated here once, on a sample, when not given), so that blocks differ
+    from the whole only near their borders and by what the method chooses
+    on each unit (lam).
+    """
+    if progress is not None:
+        raise ValueError("progress is not available for Dask arrays: use Dask's own diagnostics "
+                         "(dask.diagnostics.ProgressBar or the distributed dashboard)")
+    ndim, c_axis, sp_axes, n_axes = image.ndim, layout.c_axis, layout.sp_axes, len(layout.sp_axes)
+    depth = {a: 0 for a in range(ndim)}
+    chunks = {a: -1 for a in range(ndim) if a == c_axis}  # every block holds whole channels
+    # ... and one plane (volume) of a stack: computing one computes no other
+    chunks.update({a: 1 for a in range(ndim) if a != c_axis and a not in sp_axes and max(image.chunks[a]) > 1})
+    sliced: dict[int, int] = {}  # sliced axis -> core of its blocks
+    for a, step, reach in zip(sp_axes, method.grid, method.reach, strict=True):
+        sizes = image.chunks[a]
+        core, depth[a] = _block_plan(sizes[0], int(image.shape[a]), step, reach, n_axes)
+        if a in layout.sliced:  # one slice computes the blocks of one chunk (on the grid) and their overlap
+            length = int(image.shape[a])
+            core = min(max(step, sizes[0] // step * step), _MAX_CORE[n_axes])
+            # ... or of the whole axis when a chunk's overlaps reach it anyway: the same work for the first slice,
+            # none for the others
+            sliced[a] = length if core + 2 * depth[a] >= length else core
+            continue
+        if any(c != core for c in sizes[:-1]) or sizes[-1] > core:
+            chunks[a] = core
+    arr = image.rechunk(chunks) if chunks else image
+    if not noise.complete:
+        noise = noise.resolved(_noise_sample(image, sp_axes), has_channels=False)
+    dtype = output_dtype(arr.dtype)
+
+    def block(b):  # the settings of the whole, whatever the block's size
+        if block_steps is None:
+            return denoise_units(b, layout, noise, method, None, block=True)
+        with block_steps.block() as report:
+            return denoise_units(b, layout, noise, method, report, block=True)
+
+    def overlapping(x):
+        return x.map_overlap(block, depth=depth, boundary="none", dtype=dtype, meta=np.empty((0,) * ndim, dtype))
+
+    if not sliced:
+        return overlapping(arr)
+    # Dask's overlap cannot be deeper than a block's core: along the sliced axes, each core is cut out with its
+    # overlap, as one chunk, and its blocks overlap along the other axes only
+    deep = {a: depth[a] for a in sliced}
+    depth.update({a: 0 for a in sliced})
+
+    def piece(region: dict[int, tuple[int, int]]):
+        box = tuple(slice(max(0, region[a][0] - deep[a]), min(arr.shape[a], region[a][1] + deep[a]))
+                    if a in region else slice(None) for a in range(ndim))
+        out = overlapping(arr[box].rechunk({a: -1 for a in region}))
+        return out[tuple(slice(region[a][0] - box[a].start, region[a][1] - box[a].start) if a in region
+                         else slice(None) for a in range(ndim))]
+
+    def along(axes: list[int], region: dict[int, tuple[int, int]]):
+        if not axes:
+            return piece(region)
+        a, rest = axes[0], axes[1:]
+        starts = range(0, int(arr.shape[a]), sliced[a])
+        parts = [along(rest, {**region, a: (s0, min(s0 + sliced[a], int(arr.shape[a])))}) for s0 in starts]
+        return parts[0] if len(parts) == 1 else da.concatenate(parts, axis=a)
+
+    import dask.array as da
+
+    return along(sorted(sliced), {})
+
+
+# Volumes of more voxels than this (per channel) are denoised in memory as Dask arrays are, in overlapping blocks:
+# transformed whole, a volume takes about 140 to 200 bytes a voxel (tree, transforms, Wiener stage), 5 to 7 GB here,
+# and a block of the defaults about 1.3 GB whatever the volume.
+_WHOLE_MAX_VOXELS = 1 << 25  # 33.5 M voxels, 128 x 512 x 512
+# Blocks computed at once (each on a thread of its own, its shrinkage on all of them): with one per CPU, a many-core
+# machine's peak would pass the whole volume's
+_BLOCKS_AT_ONCE = 2
+
+
+@call_scope()
+def _denoise_blocks(arr: np.ndarray, layout: Layout, noise: NoiseModel, method: UnitMethod,
+                    progress: ProgressCallback | None) -> np.ndarray:
+    """A volume in memory beyond :data:`_WHOLE_MAX_VOXELS`, denoised in blocks.
+
+    The blocks of :func:`_denoise_dask`, computed into the output, with progress and cancellation inside
+    each block (:class:`restore._progress.BlockSteps`). The values are checked up front, and the photon
+    model on the central part the Dask path reads. When a block fails or the call is cancelled, the other
+    blocks stop at their next step, and the call returns once they have.
+    """
+    import dask.array as da
+
+    check_finite(arr)  # as the whole path checks it, before any block runs
+    image = da.from_array(arr, chunks=arr.shape, name=False)  # name=False: no hash of the whole volume
+    noise = noise.resolved(_noise_sample(image, layout.sp_axes), has_channels=False, dtype=arr.dtype)
+    out = np.empty(arr.shape, dtype=output_dtype(arr.dtype))
+    steps = BlockSteps(progress)
+    lazy = _denoise_dask(image, layout, noise, method, None, block_steps=steps)
+    try:
+        steps.start(int(np.prod(lazy.numblocks)))
+        da.store(lazy, out, lock=False, scheduler="threads", num_workers=min(default_num_threads(), _BLOCKS_AT_ONCE))
+    except BaseException:
+        first = steps.stop_and_wait()
+        if first is None:
+            raise
+        try:
+            raise first from None  # what failed first, not what it stopped in the other blocks
+        finally:
+            del first  # this frame is in its traceback: no reference cycle to keep the blocks' arrays
+    steps.report()  # the end, whatever the blocks' last steps said
+    return out

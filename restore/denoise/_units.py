@@ -1,0 +1,134 @@
+"""The driver's work in memory: an image as units (planes or volumes of one channel) in white Gaussian noise.
+
+:func:`denoise_units` checks the values, puts the axes in the driver's order
+(:attr:`._layout.Layout.order`), brings the data to white Gaussian noise
+(the noise model's :meth:`~._noise_model.PhotonNoise.stabilise`), cuts it into
+units along the leading axes and the channels (the opponent colour space for
+three), has the method denoise each unit, and undoes all of that. The
+method sees nothing but units: :class:`UnitMethod` is what it implements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+import numpy as np
+
+from .._cache import call_scope
+from .._progress import ProgressCallback, Steps
+from .._validation import check_image, restore_dtype
+from ._layout import Layout, _from_channels, _to_channels
+from ._noise_model import NoiseModel
+
+
+class UnitMethod(Protocol):
+    """What a denoising method implements for the driver: itself, on one unit.
+
+    Built by the method's public function with the settings of the whole
+    image (its shape, the levels of a transform...), so that every unit and
+    every Dask block is denoised alike whatever its own size.
+
+    Attributes
+    ----------
+    needs_sigma : bool
+        Whether :meth:`denoise` needs ``sigma`` (when False it gets None and
+        no sigma is estimated).
+    grid : tuple of int
+        Per transformed axis (increasing): Dask blocks start on multiples of
+        it from the image's origin (``2**levels`` for a wavelet transform,
+        so that a block is decomposed as the same part of the whole).
+    reach : tuple of int
+        Per transformed axis: how far (samples) a result sample depends on
+        input samples, i.e. the overlap Dask blocks need (the driver rounds
+        it up to the grid).
+    """
+
+    needs_sigma: bool
+    grid: tuple[int, ...]
+    reach: tuple[int, ...]
+
+    def steps(self, shape: tuple[int, ...], scaled: bool) -> int:
+        """Progress steps :meth:`denoise` takes on a unit of this shape (``scaled``: var maps will be given)."""
+
+    def denoise(self, unit: np.ndarray, sigma: float | None, var_map: np.ndarray | None, steps: Steps,
+                channel: int) -> np.ndarray:
+        """The denoised unit (float64, ``unit``'s shape); calls ``steps()`` exactly :meth:`steps` times in all.
+
+        Parameters
+        ----------
+        unit : ndarray
+            One channel of a 2-D plane or 3-D volume (the transformed axes,
+            in increasing order), float64, C-contiguous, white Gaussian
+            noise. Photon noise comes stabilised (deviation 1 where samples
+            expect a few photons or more).
+        sigma : float or None
+            The noise's standard deviation (given, estimated on this unit,
+            or 1 after stabilisation); None when :attr:`needs_sigma` is False.
+        var_map : ndarray or None
+            Under photon noise, the noise variance of each sample of ``unit``
+            (below 1 on dark backgrounds); None when it is ``sigma**2`` everywhere.
+        steps : restore._progress.Steps
+            ``steps()`` after each step; it may raise :class:`restore.Cancelled`.
+            ``steps.callback(n)`` gives a ``progress(done, total)`` for a
+            sub-computation worth ``n`` steps.
+        channel : int
+            Which channel (of the opponent colour space for three): for settings given per channel.
+        """
+
+
+def prepare(arr: np.ndarray, layout: Layout, noise: NoiseModel, *, block: bool = False,
+            exact: bool = False) -> tuple[np.ndarray, NoiseModel]:
+    """The image in the driver's order and in white Gaussian noise, and its noise model resolved.
+
+    Values checked (NaN, inf); integers read as :func:`skimage.util.img_as_float` reads them.
+    ``block``: one block of a Dask array, whose noise model was estimated and
+    checked on the whole (its own part may be dark: no check here).
+    """
+    img, c_axis = check_image(arr, channel_axis=layout.c_axis, spatial=len(layout.sp_axes), exact=exact)
+    x = np.transpose(img, layout.order)
+    noise = noise.resolved(x, has_channels=c_axis is not None, check=not block, dtype=None if block else arr.dtype)
+    return noise.stabilise(x), noise
+
+
+def unit_channels(unit: np.ndarray, layout: Layout, noise: NoiseModel, steps: Steps, *,
+                  need_sigma: bool) -> Iterator[tuple[int, np.ndarray, float | None, np.ndarray | None]]:
+    """``(channel, data, sigma, var_map)`` of each channel of one unit (channels last in ``unit``).
+
+    ``sigma`` (None unless ``need_sigma``) is given or estimated on the channel
+    (one step each when estimated); ``var_map`` is the noise variance of each
+    sample when it varies (photon noise), else None.
+    """
+    channels = _to_channels(unit, -1 if layout.c_axis is not None else None)
+    var_maps = noise.var_maps(channels, len(layout.sp_axes))
+    sigmas: list[float | None] = [None] * len(channels)
+    if need_sigma:
+        sigmas = noise.sigmas_of(channels)
+        if noise.estimates_sigma:
+            steps(len(channels))
+    yield from zip(range(len(channels)), channels, sigmas, var_maps, strict=True)
+
+
+def sigma_steps(noise: NoiseModel, need_sigma: bool) -> int:
+    """Progress steps of :func:`unit_channels` per channel: one when the channel's sigma is estimated."""
+    return int(noise.estimates_sigma and need_sigma)
+
+
+@call_scope()
+def denoise_units(arr: np.ndarray, layout: Layout, noise: NoiseModel, method: UnitMethod,
+                  progress: ProgressCallback | None, *, block: bool = False) -> np.ndarray:
+    """The image denoised unit by unit by ``method``: the input's shape, float dtype; ``block`` as :func:`prepare`."""
+    x, noise = prepare(arr, layout, noise, block=block)
+    n_sp, has_c = len(layout.sp_axes), layout.c_axis is not None
+    lead = x.shape[:x.ndim - n_sp - has_c]
+    shape = tuple(int(s) for s in x.shape[len(lead):len(lead) + n_sp])
+    need_sigma = method.needs_sigma
+    per_channel = method.steps(shape, noise.scaled) + sigma_steps(noise, need_sigma)
+    steps = Steps(progress, int(np.prod(lead, dtype=np.int64)) * layout.n_channels * per_channel, start=True)
+    out = np.empty(x.shape, dtype=np.float64)
+    for idx in np.ndindex(*lead):
+        den = [method.denoise(data, sigma, var_map, steps, c)
+               for c, data, sigma, var_map in unit_channels(x[idx], layout, noise, steps, need_sigma=need_sigma)]
+        out[idx] = _from_channels(den, has_c)
+    out = np.transpose(noise.unstabilise(out), np.argsort(layout.order))
+    return restore_dtype(out, arr.dtype)
