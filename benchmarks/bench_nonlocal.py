@@ -4,10 +4,11 @@ Photos (default mode). Each image of ``--images`` (default: the photos of
 ``../shared/images``), converted to grey (:func:`skimage.color.rgb2gray`) in
 [0, 1], centre-cropped to ``--crop`` x ``--crop``; for each sigma of
 ``--sigmas`` (in 8-bit units), ``y = x + sigma/255 * N(0, 1)`` (seed from the
-image name and sigma). Ours: the pilot ``restore.denoise_wavelet_tree(y,
-sigma=sigma/255, cycle_spins=--spins)`` then
-``nonlocal_denoise(y, pilot, sigma/255)`` with the default settings (or
-``--set name=value ...``); BM3D: ``bm3d.bm3d(y, sigma_psd=sigma/255)``. PSNR
+image name and sigma). Ours: ``nonlocal_denoise(y, pilot, sigma/255)`` with
+the default settings (or ``--set name=value ...``), the pilot being
+``restore.denoise_wavelet_tree(y, sigma=sigma/255, cycle_spins=--spins)``
+when the settings' ``pilot_weight`` uses it (the default, 0, does not: then
+no pilot is computed); BM3D: ``bm3d.bm3d(y, sigma_psd=sigma/255)``. PSNR
 with data range 1 on the unclipped outputs; CPU seconds of the process
 (:func:`time.process_time`, all threads), ours including the pilot, after one
 untimed warm-up call (numba compilation). The table gives per image and
@@ -77,12 +78,14 @@ def _settings(pairs: list[str]):
 
 
 def ours(y: np.ndarray, sigma: float, spins: int, settings, axes=None) -> tuple[np.ndarray, float]:
-    """Pilot + non-local core; returns the estimate and the CPU seconds of both."""
+    """Pilot (if the settings use it) + non-local core; returns the estimate and the CPU seconds of both."""
     import restore
     from restore._nonlocal import nonlocal_denoise
 
     t = time.process_time()
-    pilot = restore.denoise_wavelet_tree(y, sigma=sigma, cycle_spins=spins, axes=axes)
+    pilot = None  # not used by stage 1 with pilot_weight 0 (the default): not computed
+    if settings.pilot_weight > 0:
+        pilot = restore.denoise_wavelet_tree(y, sigma=sigma, cycle_spins=spins, axes=axes)
     out = nonlocal_denoise(y, pilot, sigma, settings=settings)
     return out, time.process_time() - t
 
