@@ -301,8 +301,8 @@ def estimate_noise(image: ArrayLike, *, noise: str = "auto",
     Raises
     ------
     ValueError
-        For a non-numeric, empty or 1-D image, planes smaller than 8 x 8,
-        or an unknown ``noise``.
+        For a non-numeric, empty, 1-D or non-finite image, planes smaller
+        than 8 x 8, or an unknown ``noise``.
 
     Notes
     -----
@@ -369,11 +369,16 @@ def estimate_noise(image: ArrayLike, *, noise: str = "auto",
     steps = _Steps(progress, len(planes) * (1 + _plane_steps(img.shape[-2:])) + _N_BINS + 1)
     # fitted in units of the largest magnitude, scaled back: int64 images come in units of 2**-63
     scale = 0.0
+    ends = []  # per plane, the two lowest values of p and of -p with their counts (for the clipping levels)
     for p in planes:
-        scale = max(scale, float(np.max(np.abs(p))))
+        top = float(np.max(np.abs(p)))
+        if not np.isfinite(top):
+            raise ValueError("image must hold finite values to estimate its noise from, got NaN or inf")
+        scale = max(scale, top)
+        ends.append((_lowest_two(p), _lowest_two(-p)))
         steps()
-    scale = scale if np.isfinite(scale) and scale > 0 else 1.0
-    est = _estimate_noise_unit(planes, scale, _clip_levels(planes), noise, steps)
+    scale = scale if scale > 0 else 1.0
+    est = _estimate_noise_unit(planes, scale, _clip_levels(ends, planes.size), noise, steps)
     steps.finish()
 
     def back(v: float | None) -> float | None:
@@ -533,25 +538,39 @@ def _gaussian(dets: np.ndarray, clipped: str) -> NoiseEstimate:
     return NoiseEstimate("gaussian", s, None, note.startswith("uncertain"), se, None, note)
 
 
-def _clip_levels(planes: np.ndarray) -> tuple[float, float]:
+def _lowest_two(p: np.ndarray) -> tuple[float, int, float, int]:
+    """The lowest value of ``p`` and how often it occurs, then the next lowest and how often (inf, 0: none)."""
+    low = float(np.min(p))
+    at = p == low
+    rest = p[~at]
+    if not rest.size:
+        return low, int(p.size), np.inf, 0
+    nxt = float(np.min(rest))
+    return low, int(np.count_nonzero(at)), nxt, int(np.count_nonzero(rest == nxt))
+
+
+def _clip_levels(ends: list, size: int) -> tuple[float, float]:
     """The image's minimum and maximum where values pile up (clipped), else -inf and inf.
 
-    A level is clipped when at least :data:`_PILE_SHARE` of the values lie
-    on it and :data:`_PILE_RATIO` times as many as on the nearest other
-    value: continuous noise reaches its extreme once, integer counts (photon
+    ``ends``: per plane, :func:`_lowest_two` of the plane and of its
+    negative; ``size``: the number of values. A level is clipped when at
+    least :data:`_PILE_SHARE` of the values lie on it and
+    :data:`_PILE_RATIO` times as many as on the nearest other value:
+    continuous noise reaches its extreme once, integer counts (photon
     counts without read noise included) about as often as the values next
     to it, clipped noise far more often.
     """
     out = []
-    if min(float(np.min(p)) for p in planes) == max(float(np.max(p)) for p in planes):
-        return -np.inf, np.inf  # a constant image: nothing clipped, and no noise
-    for sign in (1.0, -1.0):  # the minimum, then the maximum as the minimum of -planes
-        level = min(float(np.min(sign * p)) for p in planes)
-        at = sum(int(np.count_nonzero(sign * p == level)) for p in planes)
-        above = [sign * p[sign * p > level] for p in planes]
-        nxt = min((float(np.min(a)) for a in above if a.size), default=np.inf)
-        near = sum(int(np.count_nonzero(a == nxt)) for a in above)
-        piled = at >= _PILE_SHARE * planes.size and at >= _PILE_RATIO * max(near, 1)
+    for side, sign in ((0, 1.0), (1, -1.0)):  # the minimum, then the maximum as the minimum of -planes
+        stats = [e[side] for e in ends]
+        level = min(s[0] for s in stats)
+        at = sum(s[1] for s in stats if s[0] == level)
+        nxt = min(min(v for v in (s[0], s[2]) if v > level) if max(s[0], s[2]) > level else np.inf
+                  for s in stats)
+        near = sum(s[1] if s[0] == nxt else s[3] if s[2] == nxt else 0 for s in stats)
+        if not np.isfinite(nxt):  # one value only: a constant image, nothing clipped (and no noise)
+            return -np.inf, np.inf
+        piled = at >= _PILE_SHARE * size and at >= _PILE_RATIO * max(near, 1)
         out.append(sign * level if piled else -sign * np.inf)
     return out[0], out[1]
 

@@ -223,6 +223,13 @@ def test_tiny_images_are_refused_naming_the_parameter(shape):
         estimate_noise(np.zeros(shape))
 
 
+def test_non_finite_images_are_refused():
+    y = np.zeros((16, 16))
+    y[3, 4] = np.nan
+    with pytest.raises(ValueError, match="image must hold finite values"):
+        estimate_noise(y)
+
+
 def re_shape(shape):
     return str(tuple(shape)).replace("(", r"\(").replace(")", r"\)")
 
