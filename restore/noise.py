@@ -202,8 +202,10 @@ class NoiseEstimate:
     uncertain : bool
         True when the image does not determine the estimate well: too few
         smooth samples, too few levels left after leaving out clipped ones,
-        or a noise-level function whose standard error exceeds a quarter of
-        its value at the darkest or brightest level of the image.
+        clipping that reaches most of the image, or a noise-level function
+        whose standard error exceeds half its value at the darkest or
+        brightest level of the image (below one photon's variance, errors
+        are not counted).
         :func:`estimate_noise` then also warns (``UserWarning``).
     sigma_se, gain_se : float or None
         Standard errors of ``sigma`` and ``gain`` (image units), from the
@@ -322,20 +324,22 @@ def estimate_noise(image: ArrayLike, *, noise: str = "auto",
     their local mean (sparse bins merged with the next); in each, a robust
     variance of the detail coefficients (their mean square within 3 robust
     deviations of 0, over 0.973, what that cut leaves of a Gaussian's) is a
-    point of the noise-level function. A line fitted
-    to the points by weighted least squares (weights: count over variance
-    squared) gives ``gain`` (slope, >= 0) and ``sigma**2`` (intercept,
-    floored at 0); its covariance, inflated by the points' scatter about the
+    point of the noise-level function. A line fitted to the points by
+    weighted least squares (weights: count over twice the variance squared,
+    lowered as Huber's for points over 2 standard errors off the line)
+    gives ``gain`` (slope, >= 0) and ``sigma**2`` (intercept, floored at
+    0); its covariance, inflated by the points' scatter about the
     line when that exceeds sampling noise, gives the standard errors. The
     model assumes the image's zero is zero photons (no camera offset).
 
-    *Clipping*: values at the image's minimum or maximum may be clipped
-    (an offset removed below 0, saturation); clipping shrinks the variance
-    of places whose mean lies within a few deviations of it. Both models
-    leave out the places (bins) whose local mean lies within 3 noise
-    deviations of the image's minimum or maximum, deviations taken from
-    the fit and refitted until no more are left out. An unclipped image's
-    extremes are noise extremes, farther than that from any smooth mean.
+    *Clipping*: the image's minimum (maximum) is a clipping level when
+    values pile up on it (an offset removed below 0, saturation): at least
+    one value in 1000, and 10 times as many as on the next value.
+    Continuous noise reaches its extreme once; integer data about as often
+    as the next value. Clipping shrinks the variance of places near it, so
+    both models leave out the places whose window (the local mean's) holds
+    a clipped value; when that leaves too few samples, those with up to
+    2%, 10%, then 30% of clipped values are kept (the last: uncertain).
 
     *Choice* (``'auto'``): Poisson-Gaussian when the fitted slope is at
     least 4 standard errors above 0 (the variance grows with the level,
