@@ -1,6 +1,7 @@
 """Image restoration with tree-structured sparsity.
 
-Wavelet tree denoising (:func:`denoise_wavelet_tree`), tree-structured
+Wavelet tree denoising (:func:`denoise_wavelet_tree`), non-local tree
+denoising (:func:`denoise_nonlocal_tree`), tree-structured
 dictionaries (:class:`TreeDictionaryLearning`, :func:`learn_dictionary`),
 inpainting (:func:`inpaint`) and the proximal operators they share
 (:func:`prox` on a :class:`Tree`): one numba core behind every job.
@@ -20,6 +21,7 @@ _EXPORTS = {
     "sparse_encode": ".coding",
     "LamChoice": ".denoise",
     "choose_lam": ".denoise",
+    "denoise_nonlocal_tree": ".denoise",
     "denoise_wavelet_tree": ".denoise",
     "estimate_sigma": ".denoise",
     "default_dictionary": ".inpainting",
@@ -47,6 +49,7 @@ __all__ = [
     "TreeDictionaryLearning",
     "choose_lam",
     "default_dictionary",
+    "denoise_nonlocal_tree",
     "denoise_wavelet_tree",
     "estimate_noise",
     "estimate_sigma",
@@ -76,7 +79,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # the names, for type checkers and IDEs
     from ._progress import Cancelled
     from .coding import sparse_encode
-    from .denoise import LamChoice, choose_lam, denoise_wavelet_tree, estimate_sigma
+    from .denoise import LamChoice, choose_lam, denoise_nonlocal_tree, denoise_wavelet_tree, estimate_sigma
     from .inpainting import default_dictionary, inpaint, learn_dictionary
     from .learning import TreeDictionaryLearning
     from .noise import NoiseEstimate, estimate_noise

@@ -20,12 +20,19 @@ The wavelet-tree method:
 - :mod:`._wavelet_method`: :class:`._wavelet_method.WaveletTree` (the method on a unit),
   :func:`denoise_wavelet_tree` and :func:`choose_lam`.
 
+The non-local tree method:
+
+- :mod:`._nonlocal_method`: :class:`._nonlocal_method.NonlocalTree` (groups of similar patches coded
+  jointly by :mod:`restore._nonlocal`) and :func:`denoise_nonlocal_tree`.
+
 A module may import only those above it in these lists (``tests/test_architecture.py``).
 """
 
 from .._config import NOISE_MODELS
 from ._lam import LamChoice, lam_from_threshold, log_search  # noqa: F401 (the last two: for restore.evaluate)
 from ._noise_model import estimate_sigma
+from ._nonlocal_method import denoise_nonlocal_tree
 from ._wavelet_method import PlaneDenoiser, choose_lam, denoise_wavelet_tree  # noqa: F401 (PlaneDenoiser: evaluate)
 
-__all__ = ["NOISE_MODELS", "LamChoice", "choose_lam", "denoise_wavelet_tree", "estimate_sigma"]
+__all__ = ["NOISE_MODELS", "LamChoice", "choose_lam", "denoise_nonlocal_tree", "denoise_wavelet_tree",
+           "estimate_sigma"]

@@ -1,0 +1,124 @@
+"""denoise_nonlocal_tree: what a user gets (quality, conventions, refusals, progress, cancel, Dask)."""
+
+import numpy as np
+import pytest
+from skimage import data
+
+from restore import Cancelled, denoise_nonlocal_tree, denoise_wavelet_tree
+
+
+def psnr(x, ref, peak=1.0):
+    return 10 * np.log10(peak**2 / np.mean((x - ref) ** 2))
+
+
+@pytest.fixture(scope="module")
+def camera():
+    return data.camera()[96:224, 128:256] / 255.0  # 128 x 128 in [0, 1]: textures, edges and flat sky
+
+
+@pytest.fixture(scope="module")
+def noisy(camera):
+    return camera + 0.1 * np.random.default_rng(0).standard_normal(camera.shape)
+
+
+def test_beats_the_wavelet_tree_method(camera, noisy):
+    out = denoise_nonlocal_tree(noisy, sigma=0.1)
+    fast = denoise_wavelet_tree(noisy, sigma=0.1)
+    assert psnr(out, camera) > psnr(fast, camera) + 0.5
+    assert psnr(out, camera) > psnr(noisy, camera) + 8
+
+
+def test_estimates_sigma_when_not_given(camera, noisy):
+    given = denoise_nonlocal_tree(noisy, sigma=0.1)
+    estimated = denoise_nonlocal_tree(noisy)
+    assert abs(psnr(estimated, camera) - psnr(given, camera)) < 0.3
+
+
+def test_dtypes_and_input_untouched(noisy):
+    n32 = noisy.astype(np.float32)
+    before = n32.copy()
+    out = denoise_nonlocal_tree(n32, sigma=0.1)
+    assert out.dtype == np.float32 and out.shape == n32.shape
+    np.testing.assert_array_equal(n32, before)
+    u8 = np.clip(noisy * 255, 0, 255).astype(np.uint8)
+    out8 = denoise_nonlocal_tree(u8, sigma=0.1)
+    assert out8.dtype == np.float64 and 0.0 <= out8.min() and out8.max() <= 1.0 + 1e-6
+
+
+def test_constant_image_stays_constant():
+    flat = np.full((40, 50), 0.3)
+    np.testing.assert_allclose(denoise_nonlocal_tree(flat, sigma=0.05), flat, atol=1e-12)
+    np.testing.assert_allclose(denoise_nonlocal_tree(flat), flat, atol=1e-12)  # sigma estimated: 0
+
+
+def test_strength_trades_smoothness_for_detail(noisy):
+    soft, default, strong = (denoise_nonlocal_tree(noisy, sigma=0.1, strength=s) for s in (0.5, 1.0, 2.0))
+    assert np.std(noisy - soft) < np.std(noisy - default) < np.std(noisy - strong)
+
+
+def test_colour_stack_and_volume(camera, noisy):
+    rng = np.random.default_rng(1)
+    rgb = np.stack([camera, camera[::-1], camera.T], axis=-1)
+    noisy_rgb = rgb + 0.1 * rng.standard_normal(rgb.shape)
+    out = denoise_nonlocal_tree(noisy_rgb, sigma=0.1, channel_axis=-1)
+    assert out.shape == rgb.shape and psnr(out, rgb) > psnr(noisy_rgb, rgb) + 7
+    stack = np.stack([noisy, noisy[::-1]])
+    planes = denoise_nonlocal_tree(stack, sigma=0.1)
+    np.testing.assert_allclose(planes[1], denoise_nonlocal_tree(noisy[::-1], sigma=0.1), atol=1e-12)
+    vol_clean = np.repeat(camera[None, :32, :32], 16, axis=0)
+    vol = vol_clean + 0.1 * rng.standard_normal(vol_clean.shape)
+    out_vol = denoise_nonlocal_tree(vol, sigma=0.1, axes=(0, 1, 2))
+    assert psnr(out_vol, vol_clean) > psnr(vol, vol_clean) + 8
+
+
+def test_photon_noise(camera):
+    rng = np.random.default_rng(2)
+    photons = 30.0 * camera
+    counts = rng.poisson(photons) + 0.5 * rng.standard_normal(camera.shape)
+    out = denoise_nonlocal_tree(counts, noise="poisson-gaussian", gain=1.0, sigma=0.5)
+    assert psnr(out / 30.0, camera) > psnr(counts / 30.0, camera) + 7
+
+
+def test_dask_blocks_agree_with_memory(noisy):
+    da = pytest.importorskip("dask.array")
+    big = np.tile(noisy, (1, 3))  # 128 x 384: several blocks along x
+    whole = denoise_nonlocal_tree(big, sigma=0.1)
+    lazy = denoise_nonlocal_tree(da.from_array(big, chunks=(128, 64)), sigma=0.1)
+    assert isinstance(lazy, da.Array)
+    np.testing.assert_allclose(lazy.compute(), whole, atol=1e-10)
+
+
+def test_progress_moves_and_cancel_stops(noisy):
+    seen = []
+    denoise_nonlocal_tree(noisy, sigma=0.1, progress=lambda d, t: seen.append((d, t)))
+    assert len(seen) >= 4 and seen[-1][0] == seen[-1][1]
+    assert all(b[0] >= a[0] for a, b in zip(seen, seen[1:], strict=False))
+
+    def cancel(done, total):
+        if done >= 2:
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        denoise_nonlocal_tree(noisy, sigma=0.1, progress=cancel)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"strength": 0.0}, "strength"),
+    ({"strength": float("nan")}, "strength"),
+    ({"sigma": -1.0}, "sigma"),
+    ({"noise": "speckle"}, "noise"),
+    ({"gain": 2.0}, "gain"),
+    ({"axes": (0, 1, 2)}, "axes"),
+])
+def test_bad_settings_are_refused_up_front(noisy, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        denoise_nonlocal_tree(noisy, **kwargs)
+
+
+def test_images_too_small_or_not_finite_are_refused(noisy):
+    with pytest.raises(ValueError, match="at least 8"):
+        denoise_nonlocal_tree(np.zeros((6, 40)), sigma=0.1)
+    bad = noisy.copy()
+    bad[3, 4] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        denoise_nonlocal_tree(bad, sigma=0.1)
