@@ -77,10 +77,13 @@ class NonlocalSettings:
     patch : int, optional
         Patch side, pixels: 8 (2-D), 4 (3-D), BM3D's and BM4D's sizes. Sides
         that are powers of 2 give a full quad-tree (octree) of coefficients.
-    stride : int, optional
-        Step of the grid of reference patches, pixels: 3 (2-D), 2 (3-D);
-        the last position of each axis is always a reference. Work falls
-        as the square (cube) of the stride.
+    stride, stride1 : int, optional
+        Step of the grid of reference patches of stage 2 and of stage 1,
+        pixels: 3 and 4 (2-D: stage 1 only guides stage 2, and 4 there
+        costs 0.01 dB for a fifth less time), 2 and 3 (3-D: 3 in stage 2
+        lost 0.1-0.3 dB, in stage 1 nothing for half the time); the last
+        position of each axis is always a reference. Work falls as the
+        square (cube) of the stride.
     window : int, optional
         Side of the search window, pixels (odd): 25 (2-D; 39, BM3D's, costs
         twice the matching for no gain), 11 (3-D).
@@ -89,12 +92,14 @@ class NonlocalSettings:
         costs more for no gain), powers of 2 (the Haar transform along the
         group). A window near a corner holding fewer candidates repeats the
         matches it has.
-    lam : float
-        Stage 1's tree-l2 ``lam`` in units of sigma: 0.28. Each node's
-        weight is the square root of its group's size, so a group of pure
-        noise would vanish from ``lam`` about 1; stage 1 only guides stage
-        2, which is best when stage 1 keeps more (the result is sensitive
-        to it: 0.24 and 0.32 each lose about 0.1-0.2 dB on average).
+    lam : float, optional
+        Stage 1's tree-l2 ``lam`` in units of sigma: 0.28 (2-D), 0.5 (3-D).
+        Each node's weight is the square root of its group's size, so a
+        group of pure noise would vanish from ``lam`` about 1; stage 1 only
+        guides stage 2, which is best when stage 1 keeps more. The result
+        is sensitive to it: on photos 0.24 and 0.32 each lose 0.1-0.2 dB
+        on average; on volumes 0.28 lost up to 3.5 dB (sparse spots), 0.7
+        0.1-0.3 dB.
     transform : {'haar', 'dct'}
         Orthonormal separable transform of each patch in stage 1: 'haar'
         (its coefficients form the quad-tree the penalty assumes; 'dct'
@@ -126,10 +131,11 @@ class NonlocalSettings:
 
     patch: int | None = None
     stride: int | None = None
+    stride1: int | None = None
     window: int | None = None
     k1: int = 16
     k2: int = 16
-    lam: float = 0.28
+    lam: float | None = None
     transform: str = "haar"
     transform2: str = "dct"
     bands: int = 2
@@ -151,7 +157,9 @@ class NonlocalSettings:
         )
         s = replace(s, features=s.features if s.features is not None else s.patch)
         s = replace(s, features2=s.features2 if s.features2 is not None else s.patch)
-        for name in ("patch", "stride", "window", "k1", "k2", "features", "features2"):
+        s = replace(s, stride1=s.stride1 if s.stride1 is not None else (4 if d2 else 3))
+        s = replace(s, lam=s.lam if s.lam is not None else (0.28 if d2 else 0.5))
+        for name in ("patch", "stride", "stride1", "window", "k1", "k2", "features", "features2"):
             v = getattr(s, name)
             if not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
@@ -546,11 +554,12 @@ def nonlocal_steps(shape: tuple[int, ...], settings: NonlocalSettings | None = N
     ndim = len(shape)
     s = (settings or NonlocalSettings()).resolved(ndim)
     shape3 = (shape[0], 1, shape[1]) if ndim == 2 else tuple(shape)
-    strips = _plan(shape3, s, ndim)
-    per_stage = sum(len(st.row_chunks) + len(st.ref_chunks) for st in strips)
-    # stage 1 transforms the noisy image and the pilot, stage 2 the noisy image and the estimate
-    per_stage += sum(len(st.row_chunks) for st in strips)
-    return per_stage * (2 if s.wiener else 1)
+    total = 0
+    for stage in (1, 2) if s.wiener else (1,):
+        strips = _plan(shape3, replace(s, stride=s.stride1) if stage == 1 else s, ndim)
+        # each stage transforms the noisy image and its guide, then works through its references
+        total += sum(2 * len(st.row_chunks) + len(st.ref_chunks) for st in strips)
+    return total
 
 
 def nonlocal_reach(ndim: int, settings: NonlocalSettings | None = None) -> tuple[int, ...]:
@@ -611,6 +620,8 @@ def _kaiser3(patch3: tuple[int, int, int], beta: float) -> np.ndarray:
 
 def _stage(stage: int, y3: np.ndarray, guide3: np.ndarray, sigma: float, s: NonlocalSettings, ndim: int,
            pool: ThreadPoolExecutor | None, n_threads: int, report: Callable[[], None]) -> np.ndarray:
+    if stage == 1:
+        s = replace(s, stride=s.stride1)
     patch3, half3, n_orig, _ = _geometry(y3.shape, s, ndim)
     Ms = [np.ascontiguousarray(_transform_matrix(s.transform if stage == 1 else s.transform2, n)) for n in patch3]
     Is = [np.ascontiguousarray(m.T) for m in Ms]
