@@ -144,7 +144,9 @@ def add_noise(x: np.ndarray, protocol: str) -> np.ndarray:
     rng = np.random.default_rng(p["seed"])
     if p["noise"] == "gaussian":
         return x + p["sigma"] * rng.standard_normal(x.shape)
-    return rng.poisson(p["peak"] * x) / p["peak"] + p["read"] * rng.standard_normal(x.shape)
+    from restore.evaluate import poisson_gaussian_noise
+
+    return poisson_gaussian_noise(x, peak=p["peak"], read_noise=p["read"], rng=rng)
 
 
 def noise_params(protocol: str) -> dict:

@@ -16,11 +16,13 @@ Conventions shared by every widget:
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
+import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import numpy as np
@@ -39,6 +41,7 @@ __all__ = [
     "is_lazy",
     "is_preview_layer",
     "layer_kwargs",
+    "library_default",
     "like_input",
     "offset_translate",
     "plane_indices",
@@ -114,7 +117,13 @@ def full_resolution(layer: Any) -> Any:
 
 def is_lazy(data: Any) -> bool:
     """Whether ``data`` is a Dask array (computed on demand: never to be loaded whole)."""
-    return type(data).__module__.split(".")[0] == "dask" and hasattr(data, "compute")
+    dask = sys.modules.get("dask")  # nothing is a Dask collection unless Dask was imported
+    return dask is not None and dask.is_dask_collection(data)
+
+
+def library_default(function: Callable, name: str) -> Any:
+    """The default of parameter ``name`` of a library function: the widgets restate no number."""
+    return inspect.signature(function).parameters[name].default
 
 
 def unit_indices(shape: tuple[int, ...], rgb: bool, n_spatial: int) -> list[tuple[int, ...]]:

@@ -9,7 +9,6 @@ NumPy over the public ``restore`` API and runs without Qt;
 
 from __future__ import annotations
 
-import inspect
 import itertools
 from collections.abc import Generator, Hashable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -29,6 +28,7 @@ from ._common import (
     holds_volumes,
     is_lazy,
     layer_kwargs,
+    library_default,
     like_input,
     offset_translate,
     plane_indices,
@@ -62,7 +62,6 @@ __all__ = [
     "first_view",
     "format_info",
     "lazy_result",
-    "library_default",
     "photon_model",
     "preview_task",
     "shown_blocks",
@@ -73,7 +72,6 @@ WAVELETS = ("haar", "db2", "db3", "db4", "db5", "db6", "db7", "db8",
             "sym4", "sym5", "sym6", "sym7", "sym8", "coif1", "coif2", "coif3")
 #: Ways of setting lam: Stein's unbiased risk estimate, the calibrated rule, a number.
 LAM_MODES = ("sure", "rule", "manual")
-CONVEX = ("l1", "tree_l2", "tree_linf")
 _MODE_LABELS = {"sure": "SURE", "rule": "rule", "manual": "manual"}
 #: The user's words for the library's noise models.
 NOISE_LABELS = {"gaussian": "Gaussian", "poisson-gaussian": "Poisson-Gaussian"}
@@ -88,13 +86,13 @@ SURE_COST_IN_SHIFTS = 15
 # ---------------------------------------------------------------------------
 
 
-def library_default(name: str) -> Any:
-    """The default of a parameter of :func:`restore.denoise_wavelet_tree`: the widget restates no number."""
-    return inspect.signature(restore.denoise_wavelet_tree).parameters[name].default
+def _library_default(name: str) -> Any:
+    """The default of a parameter of :func:`restore.denoise_wavelet_tree`."""
+    return library_default(restore.denoise_wavelet_tree, name)
 
 
 def _default(name: str) -> Any:
-    return field(default_factory=lambda: library_default(name))
+    return field(default_factory=lambda: _library_default(name))
 
 
 @dataclass(frozen=True)
@@ -124,12 +122,12 @@ class DenoiseParams:
     gain: float | None = None
 
     def __post_init__(self) -> None:
-        from restore.denoise import NOISE_MODELS
+        from restore.denoise import CONVEX_PENALTIES, NOISE_MODELS
 
         if self.lam_mode not in LAM_MODES:
             raise ValueError(f"Invalid lam mode: {self.lam_mode!r}; supported modes are {', '.join(LAM_MODES)}")
-        if self.lam_mode == "sure" and self.penalty not in CONVEX:
-            raise ValueError(f"SURE needs a convex penalty ({', '.join(CONVEX)}), not {self.penalty!r}: "
+        if self.lam_mode == "sure" and self.penalty not in CONVEX_PENALTIES:
+            raise ValueError(f"SURE needs a convex penalty ({', '.join(CONVEX_PENALTIES)}), not {self.penalty!r}: "
                              "use the rule or a manual lam")
         if not np.isfinite(self.multiplier) or self.multiplier < 0:
             raise ValueError(f"the strength multiplier must be >= 0, got {self.multiplier!r}")
@@ -832,7 +830,7 @@ class DenoiseWidget(RestoreWidget):
         from restore.denoise import NOISE_MODELS
 
         self.noise = ComboBox(choices=[(NOISE_LABELS.get(m, m), m) for m in NOISE_MODELS],
-                              value=library_default("noise"), name="noise",
+                              value=_library_default("noise"), name="noise",
                               tooltip="Gaussian: the same noise everywhere (photographs). Poisson-Gaussian: "
                                       "photon noise that grows with brightness, plus camera read noise "
                                       "(fluorescence microscopy)")
@@ -861,7 +859,7 @@ class DenoiseWidget(RestoreWidget):
                                        name="multiplier",
                                        tooltip="Multiplies the automatic \u03bb: above 1 smooths more, below 1 "
                                                "keeps more detail")
-        self.cycle_spins = SpinBox(label="shifts averaged", value=library_default("cycle_spins"), min=0, max=64,
+        self.cycle_spins = SpinBox(label="shifts averaged", value=_library_default("cycle_spins"), min=0, max=64,
                                    name="cycle_spins",
                                    tooltip="Average the result over this many shifted copies (cycle spinning): "
                                            "fewer blocky artefacts, proportionally slower")
@@ -879,13 +877,13 @@ class DenoiseWidget(RestoreWidget):
                                                     "the stabilised units, noise 1), used when '\u03bb from' is "
                                                     "manual")
         self.lam.adaptive_step = True
-        self.penalty = ComboBox(label="penalty", choices=restore.PENALTIES, value=library_default("penalty"),
+        self.penalty = ComboBox(label="penalty", choices=restore.PENALTIES, value=_library_default("penalty"),
                                 name="penalty",
                                 tooltip="tree_l2 (best on natural images), tree_linf, tree_l0 (Donoho's tree "
                                         "pruning), l1 (soft threshold), l0 (hard threshold)")
-        self.wavelet = ComboBox(label="wavelet", choices=WAVELETS, value=library_default("wavelet"), name="wavelet",
+        self.wavelet = ComboBox(label="wavelet", choices=WAVELETS, value=_library_default("wavelet"), name="wavelet",
                                 tooltip="Orthogonal wavelet of the transform")
-        self.penalize_approx = CheckBox(text="shrink the coarsest band too", value=library_default("penalize_approx"),
+        self.penalize_approx = CheckBox(text="shrink the coarsest band too", value=_library_default("penalize_approx"),
                                         name="penalize_approx",
                                         tooltip="Penalise the approximation band as well (off: it is kept)")
         self.all_selected = CheckBox(text="every selected image", value=False, name="all_selected",
@@ -1005,7 +1003,7 @@ class DenoiseWidget(RestoreWidget):
             process = (True if label in DEPTH_LABELS else bool(self.settings.value("process", False))
                        if is_unnamed_axis(label) else False)
         noise = chosen.get("noise") or layer_noise_model(layer) or self.settings.value("noise", None)
-        return {"process": bool(process), "noise": noise if noise in NOISE_MODELS else library_default("noise")}
+        return {"process": bool(process), "noise": noise if noise in NOISE_MODELS else _library_default("noise")}
 
     def _apply_layer_choices(self, layer: Any) -> None:
         self._layer_defaults = True
@@ -1045,7 +1043,9 @@ class DenoiseWidget(RestoreWidget):
         self._schedule_preview()
 
     def _mode_choices(self, _widget: Any = None) -> list[tuple[str, str]]:
-        convex = getattr(self, "penalty", None) is None or self.penalty.value in CONVEX
+        from restore.denoise import CONVEX_PENALTIES
+
+        convex = getattr(self, "penalty", None) is None or self.penalty.value in CONVEX_PENALTIES
         return [(_MODE_LABELS[m], m) for m in LAM_MODES if convex or m != "sure"]
 
     # -- events ------------------------------------------------------------
@@ -1097,9 +1097,11 @@ class DenoiseWidget(RestoreWidget):
         self._schedule_preview()
 
     def _on_penalty_changed(self, *_: Any) -> None:
+        from restore.denoise import CONVEX_PENALTIES
+
         mode = self.lam_mode.value
         self.lam_mode.reset_choices()
-        if mode == "sure" and self.penalty.value not in CONVEX:
+        if mode == "sure" and self.penalty.value not in CONVEX_PENALTIES:
             self.lam_mode.value = "rule"
         self._schedule_preview()
 

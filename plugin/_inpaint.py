@@ -7,7 +7,6 @@ The logic (:func:`inpaint_task`) needs no Qt; the masks come from
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Generator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from magicgui.widgets import CheckBox, ComboBox, FileEdit, SpinBox
 
-from ._common import RECORD_KEY, as_float, is_dictionary_layer, like_input, split_alpha
+from ._common import RECORD_KEY, as_float, is_dictionary_layer, library_default, like_input, split_alpha
 from ._denoise import Source
 from ._masks import PlaneMasks, describe, plane_masks
 from ._runner import Control, Output, Progress, Task
@@ -25,26 +24,26 @@ from ._widgets import RestoreWidget
 if TYPE_CHECKING:  # pragma: no cover
     import napari
 
-__all__ = ["SHIPPED", "InpaintParams", "InpaintWidget", "Inpainted", "inpaint_task", "library_default"]
+__all__ = ["SHIPPED", "InpaintParams", "InpaintWidget", "Inpainted", "inpaint_task"]
 
 #: Choice of the dictionary box: the shipped dictionary as it is (no adaptation to the image).
 SHIPPED = "shipped"
 
 
-def library_default(name: str) -> Any:
-    """The default of a parameter of :func:`restore.inpaint`: the widget restates no number."""
+def _library_default(name: str) -> Any:
+    """The default of a parameter of :func:`restore.inpaint`."""
     from restore import inpaint
 
-    return inspect.signature(inpaint).parameters[name].default
+    return library_default(inpaint, name)
 
 
 @dataclass(frozen=True)
 class InpaintParams:
     """Settings of :func:`restore.inpaint` chosen in the widget (defaults: the library's)."""
 
-    patch_size: int = field(default_factory=lambda: library_default("patch_size"))
-    stride: int = field(default_factory=lambda: library_default("stride"))
-    n_passes: int = field(default_factory=lambda: library_default("n_passes"))
+    patch_size: int = field(default_factory=lambda: _library_default("patch_size"))
+    stride: int = field(default_factory=lambda: _library_default("stride"))
+    n_passes: int = field(default_factory=lambda: _library_default("n_passes"))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ same viewer offer it, and it goes away with its layer.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from magicgui.widgets import CheckBox, ComboBox, Container, FileEdit, FloatSpinBox, LineEdit, PushButton, SpinBox
 
-from ._common import as_float, current_plane_index, plane_indices, split_alpha
+from ._common import as_float, current_plane_index, library_default, plane_indices, split_alpha
 from ._denoise import Source
 from ._masks import PlaneMasks, plane_masks
 from ._runner import Control, Task
@@ -24,14 +23,14 @@ from ._widgets import RestoreWidget
 if TYPE_CHECKING:  # pragma: no cover
     import napari
 
-__all__ = ["LearnWidget", "atom_positions", "atoms_picture", "learn_task", "library_default", "parse_branching"]
+__all__ = ["LearnWidget", "atom_positions", "atoms_picture", "learn_task", "parse_branching"]
 
 
-def library_default(name: str) -> Any:
-    """The default of a parameter of :func:`restore.learn_dictionary`: the widget restates no number."""
+def _library_default(name: str) -> Any:
+    """The default of a parameter of :func:`restore.learn_dictionary`."""
     from restore import learn_dictionary
 
-    return inspect.signature(learn_dictionary).parameters[name].default
+    return library_default(learn_dictionary, name)
 
 
 def parse_branching(text: str) -> tuple[int, ...]:
@@ -157,7 +156,7 @@ class LearnWidget(RestoreWidget):
                                         "(non-zero) or a Shapes layer")
         from restore import Tree
 
-        branching = tuple(library_default("branching"))
+        branching = tuple(_library_default("branching"))
         tree_atoms = Tree.balanced(branching).n_vars
         shape = " ".join(str(b) for b in branching)
         self.branching = LineEdit(label="tree shape", value=shape, name="branching",
@@ -167,14 +166,14 @@ class LearnWidget(RestoreWidget):
                              tooltip="Learn an ordinary dictionary (l1 penalty) of 'atoms (flat)' atoms instead")
         self.n_atoms = SpinBox(label="atoms (flat)", value=tree_atoms, min=2, max=4096, name="n_atoms",
                                tooltip="Number of atoms of a flat dictionary (default: as many as the tree's)")
-        self.patch_size = SpinBox(label="patch size", value=library_default("patch_size"), min=4, max=16,
+        self.patch_size = SpinBox(label="patch size", value=_library_default("patch_size"), min=4, max=16,
                                   name="patch_size", tooltip="Side of the square patches, in pixels")
-        self.epochs = SpinBox(label="epochs", value=library_default("n_epochs"), min=1, max=50, name="epochs",
+        self.epochs = SpinBox(label="epochs", value=_library_default("n_epochs"), min=1, max=50, name="epochs",
                               tooltip="Passes over the training patches")
-        self.lam = FloatSpinBox(label="\u03bb", value=library_default("lam"), min=0.0, max=10.0, step=0.01,
+        self.lam = FloatSpinBox(label="\u03bb", value=_library_default("lam"), min=0.0, max=10.0, step=0.01,
                                 name="lam",
                                 tooltip="Sparsity of the codes while learning (patches are scaled to unit norm)")
-        self.n_patches = SpinBox(label="patches", value=library_default("n_patches"), min=100, max=1_000_000,
+        self.n_patches = SpinBox(label="patches", value=_library_default("n_patches"), min=100, max=1_000_000,
                                  step=1000, name="n_patches",
                                  tooltip="Training patches drawn from the image(s)")
         self.every_plane = CheckBox(text="every plane of a stack", value=False, name="every_plane",

@@ -121,10 +121,11 @@ def clean_nuclei() -> np.ndarray:
 
 def noisy_nuclei_volume() -> list[tuple[Any, dict[str, Any], str]]:
     """The nuclei volume under Poisson-Gaussian noise: peak 10 photons, read noise 0.02, seed 3 (float32)."""
+    from restore.evaluate import poisson_gaussian_noise
+
     clean = clean_nuclei()
-    rng = np.random.default_rng(NUCLEI_SEED)
-    noisy = (rng.poisson(NUCLEI_PEAK_PHOTONS * clean) / NUCLEI_PEAK_PHOTONS
-             + NUCLEI_READ_NOISE * rng.standard_normal(clean.shape)).astype(np.float32)
+    noisy = poisson_gaussian_noise(clean, peak=NUCLEI_PEAK_PHOTONS, read_noise=NUCLEI_READ_NOISE,
+                                   rng=NUCLEI_SEED).astype(np.float32)
     meta = {"noise": "poisson-gaussian", "gain": 1.0 / NUCLEI_PEAK_PHOTONS, "read_noise": NUCLEI_READ_NOISE,
             "noise_seed": NUCLEI_SEED,
             "source": "skimage.data.cells3d nuclei, planes 22-53, rows 128-255, columns 64-191 (CC0)"}

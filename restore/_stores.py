@@ -44,7 +44,7 @@ __all__ = ["ZarrInput", "check_zarr_output", "connect", "is_tiff", "is_zarr", "n
 
 MARK = "restore"  # attribute of the stores we write: --force replaces only those
 _METADATA = (".zarray", ".zgroup", "zarr.json")  # a folder with one of these is a zarr store (format 2 or 3)
-_DASK_TIMEOUT = "10s"  # waiting for a Dask scheduler before reporting it unreachable (as restore.evaluate)
+_DASK_TIMEOUT = "10s"  # waiting for a Dask scheduler before reporting it unreachable (the CLI, restore.evaluate)
 #: Voxels of the central sub-volume the noise is estimated on: bounded memory (128 MB as float64) and far more
 #: smooth samples than the estimators need.
 ESTIMATE_VOXELS = 1 << 24
@@ -443,7 +443,8 @@ def connect(scheduler: str):
     try:
         from dask.distributed import Client
     except ImportError:
-        raise ValueError("--scheduler needs dask.distributed: pip install 'restore-tree[dask]'") from None
+        raise ValueError("a Dask scheduler (--scheduler) needs dask.distributed: "
+                         "pip install 'restore-tree[dask]'") from None
     try:
         return Client(scheduler, timeout=_DASK_TIMEOUT)
     except (OSError, TimeoutError, ValueError) as exc:

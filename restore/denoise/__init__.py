@@ -29,10 +29,10 @@ A module may import only those above it in these lists (``tests/test_architectur
 """
 
 from .._config import NOISE_MODELS
-from ._lam import LamChoice, lam_from_threshold, log_search  # noqa: F401 (the last two: for restore.evaluate)
+from ._lam import CONVEX_PENALTIES, LamChoice, lam_from_threshold, log_search  # noqa: F401 (the last two: evaluate)
 from ._noise_model import estimate_sigma
 from ._nonlocal_method import denoise_nonlocal_tree
 from ._wavelet_method import PlaneDenoiser, choose_lam, denoise_wavelet_tree  # noqa: F401 (PlaneDenoiser: evaluate)
 
-__all__ = ["NOISE_MODELS", "LamChoice", "choose_lam", "denoise_nonlocal_tree", "denoise_wavelet_tree",
-           "estimate_sigma"]
+__all__ = ["CONVEX_PENALTIES", "NOISE_MODELS", "LamChoice", "choose_lam", "denoise_nonlocal_tree",
+           "denoise_wavelet_tree", "estimate_sigma"]

@@ -14,7 +14,8 @@ from ..proximal import PENALTIES
 from ..wavelet import band_layout
 from ._transform import _level_ranges, _Plan, _plan, _shrink_rows
 
-CONVEX = ("l1", "tree_l2", "tree_linf")
+# The penalties whose prox is continuous in its input: SURE can choose their lam (l0 and tree_l0 jump)
+CONVEX_PENALTIES = ("l1", "tree_l2", "tree_linf")
 
 
 # lam = t * sigma (convex penalties) or lam = (t * sigma)**2 / 2 (l0 and
@@ -346,8 +347,8 @@ def _resolve_method(method: str | None, penalty: str) -> str:
     if method is not None:
         check_choice("lam method", method, ("sure", "rule"), plural="methods (or a number)")
     if method is None:
-        return "sure" if penalty in CONVEX else "rule"
-    if method == "sure" and penalty not in CONVEX:
+        return "sure" if penalty in CONVEX_PENALTIES else "rule"
+    if method == "sure" and penalty not in CONVEX_PENALTIES:
         raise ValueError(f"lam='sure' needs a continuous (convex) penalty, not {penalty!r}: "
                          "use lam='rule' or a number")
     return method

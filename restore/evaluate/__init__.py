@@ -18,8 +18,8 @@ from .inpainting import evaluate_inpainting
 from .patches import evaluate_patches
 from .report import LAM_MODES, PAPER_ORDER, markdown_table
 from .runner import IMAGE_SUFFIXES, FolderInUse, ResultsExist
-from .volume import VOLUME_METHODS, evaluate_volumes, load_volumes
+from .volume import VOLUME_METHODS, evaluate_volumes, load_volumes, poisson_gaussian_noise
 
 __all__ = ["IMAGE_SUFFIXES", "LAM_MODES", "PAPER_ORDER", "VOLUME_METHODS", "EvaluationConfig", "FolderInUse",
            "ResultsExist", "evaluate_denoising", "evaluate_inpainting", "evaluate_patches", "evaluate_volumes",
-           "load_grey_images", "load_volumes", "markdown_table"]
+           "load_grey_images", "load_volumes", "markdown_table", "poisson_gaussian_noise"]

@@ -67,7 +67,6 @@ OUTPUT_NAMES = ("results.csv", "table.md", "psnr.png", PARTIAL, MANIFEST)
 _WRITTEN_BY = "restore evaluate"
 _WATCH_SECONDS = 0.5  # how often a worker checks that its parent is alive (it exits within this time)
 _JOIN_SECONDS = 5.0  # seconds to reap a worker after its SIGKILL (a bound, should the kernel be slow)
-_DASK_TIMEOUT = "10s"  # waiting for a Dask scheduler before reporting it unreachable
 _UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)  # the file system refuses to write: one clear line
 
 
@@ -564,14 +563,11 @@ def _stop(procs: list[Any], conns: dict[Any, Any]) -> None:
 
 
 def _execute_dask(tasks: list[tuple], scheduler: str) -> Iterable[list[dict]]:
-    from dask.distributed import Client
     from dask.distributed import as_completed as dask_completed
 
-    try:
-        client = Client(scheduler, timeout=_DASK_TIMEOUT)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise ConnectionError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
-    with client:
+    from .._stores import connect
+
+    with connect(scheduler) as client:
         futures = [client.submit(f, *a, pure=False) for f, a in tasks]
         for fut in dask_completed(futures):
             yield fut.result()

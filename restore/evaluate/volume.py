@@ -228,6 +228,34 @@ def load_volumes(folder: str | os.PathLike) -> dict[str, np.ndarray]:
 # ---------------------------------------------------------------------------
 
 
+def poisson_gaussian_noise(clean: np.ndarray, *, peak: float, read_noise: float,
+                           rng: int | np.random.Generator | None = None) -> np.ndarray:
+    """``clean`` under simulated photon noise: ``peak`` photons where it is 1, plus Gaussian read noise.
+
+    The protocols' simulation (the evaluations, the benchmarks, the plugin's
+    sample data): ``rng.poisson(peak * clean) / peak + read_noise *
+    rng.standard_normal(clean.shape)``, so that the same generator gives the
+    same draw everywhere. ``gain`` is ``1 / peak`` in the units of ``clean``.
+
+    Parameters
+    ----------
+    clean : ndarray
+        The expected values, >= 0 (image units; photons per unit: ``peak``).
+    peak : float
+        Photons expected where ``clean`` is 1.
+    read_noise : float
+        Standard deviation of the Gaussian read noise, in image units.
+    rng : int or numpy.random.Generator, optional
+        Seed or generator of the draw.
+
+    Returns
+    -------
+    ndarray of float64
+    """
+    rng = np.random.default_rng(rng)
+    return rng.poisson(peak * clean) / peak + read_noise * rng.standard_normal(clean.shape)
+
+
 def _noisy(clean: np.ndarray, volume_index: int, setting: tuple, draw: int, seed: int) -> np.ndarray:
     """The noisy volume of a setting and draw: the same for every method (the seed does not involve it)."""
     noise, sigma, peak, read = setting
@@ -235,7 +263,7 @@ def _noisy(clean: np.ndarray, volume_index: int, setting: tuple, draw: int, seed
         rng = np.random.default_rng([seed, volume_index, 0, int(round(sigma * 1e6)), draw])
         return clean + sigma * rng.standard_normal(clean.shape)
     rng = np.random.default_rng([seed, volume_index, 1, int(round(peak * 1e3)), int(round(read * 1e6)), draw])
-    return rng.poisson(peak * clean) / peak + read * rng.standard_normal(clean.shape)
+    return poisson_gaussian_noise(clean, peak=peak, read_noise=read, rng=rng)
 
 
 def _restore_noise(setting: tuple) -> dict:
