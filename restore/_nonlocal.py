@@ -58,6 +58,10 @@ _CHUNK_POSITIONS = 32768
 # Bytes of one strip's array of patch coefficients (float32): the image is processed in strips along its first
 # axis so that memory stays bounded on large inputs; strips do not change the result.
 _STRIP_BYTES = 96 * 2**20
+# ... unless that leaves a strip's references fewer than this many search windows of the first axis: the margins
+# transformed twice then stay under a third of the work (large volumes then take more memory: 256 bytes per voxel
+# per array for 4 x 4 x 4 cubes).
+_STRIP_MIN_WINDOWS = 2
 
 # Chunks in flight on the pool per thread: enough to keep threads busy, few enough that finished chunks' buffers
 # wait little before being added.
@@ -527,8 +531,13 @@ def _plan(shape3, s: NonlocalSettings, ndim: int) -> list[_Strip]:
     strips = []
     i = 0
     while i < len(g0):
-        j = i + 1  # add reference rows while the strip's coefficients stay within _STRIP_BYTES
-        while j < len(g0) and (min(n_orig[0], g0[j] + h0 + 1) - max(0, g0[i] - h0)) * row_bytes <= _STRIP_BYTES:
+        # add reference rows while the strip's coefficients stay within _STRIP_BYTES, or while its references
+        # span fewer than _STRIP_MIN_WINDOWS windows (each strip transforms again the margins it shares)
+        j = i + 1
+        while j < len(g0):
+            rows = min(n_orig[0], g0[j] + h0 + 1) - max(0, g0[i] - h0)
+            if rows * row_bytes > _STRIP_BYTES and g0[j] - g0[i] >= _STRIP_MIN_WINDOWS * (2 * h0 + 1):
+                break
             j += 1
         s0, s1 = max(0, int(g0[i]) - h0), min(n_orig[0], int(g0[j - 1]) + h0 + 1)
         rows = [(a, min(s1, a + rows_per_chunk)) for a in range(s0, s1, rows_per_chunk)]
