@@ -648,9 +648,6 @@ def _stage(stage: int, y3: np.ndarray, guide3: np.ndarray, sigma: float, s: Nonl
     fa = np.array([min(s.features if stage == 1 else s.features2, n) for n in patch3])
     a, b, c = np.meshgrid(*[np.arange(f) for f in fa], indexing="ij")
     feat_sel = ((a * patch3[1] + b) * patch3[2] + c).ravel().astype(np.int64)
-    # coarse coefficients first: their partial distance is a lower bound that lets matching stop early
-    level = np.maximum(np.maximum(a, b), c).ravel()
-    feat_sel = feat_sel[np.argsort(level, kind="stable")]
     win = _kaiser3(patch3, s.kaiser_beta)
     k = s.k1 if stage == 1 else s.k2
     if stage == 1:
@@ -662,17 +659,22 @@ def _stage(stage: int, y3: np.ndarray, guide3: np.ndarray, sigma: float, s: Nonl
     for strip in _plan(y3.shape, s, ndim):
         n_rows = strip.s1 - strip.s0
         TN = np.empty((n_rows, n_orig[1], n_orig[2], p), dtype=np.float32)
-        TG = np.empty((n_rows, n_orig[1], n_orig[2], p if stage == 2 else len(feat_sel)), dtype=np.float32)
-        sel_g = every if stage == 2 else feat_sel
+        same = guide3 is y3  # stage 1 matching on y itself: its coefficients are TN's
+        TG = TN if same else np.empty((n_rows, n_orig[1], n_orig[2], p if stage == 2 else len(feat_sel)),
+                                      dtype=np.float32)
+        sel_g = every if stage == 2 or same else feat_sel
 
         def coef_task(img, out, sel, r0, r1, strip=strip):
             return lambda: _patch_coefs(img, r0, r1, Ms[0], Ms[1], Ms[2], sel, out[r0 - strip.s0:r1 - strip.s0])
 
         tasks = [coef_task(y3, TN, every, r0, r1) for r0, r1 in strip.row_chunks]
-        tasks += [coef_task(guide3, TG, sel_g, r0, r1) for r0, r1 in strip.row_chunks]
+        if not same:
+            tasks += [coef_task(guide3, TG, sel_g, r0, r1) for r0, r1 in strip.row_chunks]
         _run_ordered(pool, iter(tasks), lambda _: report(), n_threads)
+        for _ in range(len(strip.row_chunks) if same else 0):
+            report()  # the steps of the guide's transform, done with y's
         # features with the origins of the last axis side by side (restore._blockmatch.match_one)
-        F = np.ascontiguousarray((TG if stage == 1 else TG[..., feat_sel]).transpose(0, 1, 3, 2))
+        F = np.ascontiguousarray((TG if stage == 1 and not same else TG[..., feat_sel]).transpose(0, 1, 3, 2))
 
         def ref_task(refs, strip=strip, TN=TN, TG=TG, F=F):
             lo = [max(0, int(refs[:, ax].min()) - half3[ax]) for ax in range(3)]
@@ -759,7 +761,9 @@ def nonlocal_denoise(y: np.ndarray, pilot: np.ndarray | None, sigma: float, *, s
             progress(min(done, total), total)
 
     pool = ThreadPoolExecutor(n_threads, thread_name_prefix="restore-nonlocal") if n_threads > 1 else None
-    if s.pilot_weight != 1.0:
+    if s.pilot_weight == 0.0:
+        g3 = y3  # the same array: stage 1 reuses y's coefficients for matching
+    elif s.pilot_weight != 1.0:
         g3 = s.pilot_weight * g3 + (1.0 - s.pilot_weight) * y3
     try:
         est = _stage(1, y3, g3, float(sigma), s, ndim, pool, n_threads, report)
