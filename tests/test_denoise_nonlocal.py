@@ -81,10 +81,10 @@ def test_photon_noise(camera):
 
 def test_dask_blocks_agree_with_memory(noisy):
     da = pytest.importorskip("dask.array")
-    big = np.tile(noisy, (1, 3))  # 128 x 384: several blocks along x
+    big = np.concatenate([noisy, noisy[::-1], noisy.T, noisy[:, ::-1], noisy[::-1, ::-1].T, noisy], axis=1)
     whole = denoise_nonlocal_tree(big, sigma=0.1)
-    lazy = denoise_nonlocal_tree(da.from_array(big, chunks=(128, 64)), sigma=0.1)
-    assert isinstance(lazy, da.Array)
+    lazy = denoise_nonlocal_tree(da.from_array(big, chunks=(128, 128)), sigma=0.1)
+    assert isinstance(lazy, da.Array) and lazy.numblocks[1] >= 2  # 128 x 768: blocks along x
     np.testing.assert_allclose(lazy.compute(), whole, atol=1e-10)
 
 
@@ -122,3 +122,14 @@ def test_images_too_small_or_not_finite_are_refused(noisy):
     bad[3, 4] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         denoise_nonlocal_tree(bad, sigma=0.1)
+
+
+def test_dask_volume_blocks_agree_with_memory():
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(3)
+    clean = np.repeat(np.sin(np.linspace(0, 12, 256))[None, None, :], 16, axis=1).repeat(8, axis=0)
+    vol = clean + 0.2 * rng.standard_normal(clean.shape)
+    whole = denoise_nonlocal_tree(vol, sigma=0.2, axes=(0, 1, 2))
+    lazy = denoise_nonlocal_tree(da.from_array(vol, chunks=(8, 16, 32)), sigma=0.2, axes=(0, 1, 2))
+    assert lazy.numblocks[2] >= 2
+    np.testing.assert_allclose(lazy.compute(), whole, atol=1e-10)

@@ -101,6 +101,21 @@ def _block_plan(chunk: int, n: int, grid: int, reach: int, n_axes: int = 3) -> t
     return min(fits[0] if fits else high, n), depth
 
 
+def _grid_chunks(n: int, core: int, depth: int) -> tuple[int, ...]:
+    """Chunks of ``core`` samples along an axis of ``n``, the remainder joined to the last when shorter than ``depth``.
+
+    Dask's overlap rechunks any chunk shorter than its depth, which would
+    start the blocks after it off the method's grid.
+    """
+    sizes = [core] * (n // core)
+    rest = n - core * len(sizes)
+    if rest and sizes and rest < depth:
+        sizes[-1] += rest
+    elif rest:
+        sizes.append(rest)
+    return tuple(sizes)
+
+
 def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, progress: ProgressCallback | None,
                   block_steps: BlockSteps | None = None):
     """Lazy denoising of a Dask array: overlapping blocks (``dask.array.map_overlap``).
@@ -131,8 +146,9 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
             # none for the others
             sliced[a] = length if core + 2 * depth[a] >= length else core
             continue
-        if any(c != core for c in sizes[:-1]) or sizes[-1] > core:
-            chunks[a] = core
+        grid_chunks = _grid_chunks(int(image.shape[a]), core, depth[a])
+        if tuple(sizes) != grid_chunks:
+            chunks[a] = grid_chunks
     arr = image.rechunk(chunks) if chunks else image
     if not noise.complete:
         noise = noise.resolved(_noise_sample(image, sp_axes), has_channels=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,8 +40,8 @@ class NonlocalTree:
 
     @property
     def grid(self) -> tuple[int, ...]:
-        """Blocks start on the grid of reference patches (its stride): a block has the references of the whole."""
-        return (self.settings.stride,) * self.n_axes
+        """Blocks start on the grids of reference patches of both stages: a block has the references of the whole."""
+        return (math.lcm(self.settings.stride, self.settings.stride1),) * self.n_axes
 
     @property
     def reach(self) -> tuple[int, ...]:
