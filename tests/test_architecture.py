@@ -19,6 +19,7 @@ RANK = {
     "_core_diffusion": 1,
     "_core_regular": 1,
     "_blockmatch": 1,  # the non-local method's patch matching (numba, on arrays)
+    "_core_inpaint": 2,  # inpainting's group coding (numba): block matching and the core's prox
     "_files": 1,
     "_stores": 1,
     "noise": 1,

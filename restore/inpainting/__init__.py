@@ -12,6 +12,7 @@ import logging
 import os
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +24,7 @@ from .._validation import check_callable, check_image, check_int, check_mask, ch
 from ..learning import TreeDictionaryLearning
 from .dictionary import _LEARN_BATCH, PATCH_SIZE, default_dictionary, learn_dictionary, resolve_dictionary, should_adapt
 from .diffusion import edge_weights, fed_cycle, sharpen
+from .grouping import GroupSettings, colour_basis, group_passes, n_group_steps, plan_references
 from .interpolation import bands, biharmonic_fill
 from .masks import MaskCoverage, SuspectMaskWarning, mask_coverage
 from .patches import Coder, luminance, pass_grids, refine_luminance
@@ -51,6 +53,7 @@ def inpaint(
     n_train: int = 20000,
     batch_size: int = _PASS_BATCH,
     max_iter: int = 25,
+    n_group_passes: int = 3,
     rng: int | np.random.Generator | None = None,
     progress: ProgressCallback | None = None,
 ) -> NDArray[np.floating]:
@@ -116,6 +119,14 @@ def inpaint(
         Patches coded together by one thread.
     max_iter : int, default 25
         FISTA iterations per batch.
+    n_group_passes : int, default 3
+        Non-local passes that end the recipe (0: none): the luminance's
+        patches are matched on the current estimate, and each group of
+        similar patches is coded jointly, its known pixels as data, under
+        a tree-l2 norm whose nodes own a DCT coefficient across the group
+        (simultaneous sparse coding, as LSSC), and the missing pixels take
+        the weighted average of the groups' reconstructions; ``lam`` falls
+        from pass to pass.
     rng : int or Generator, optional
         Randomness of the training-patch sample and of the grid shifts
         (default 0).
@@ -147,7 +158,7 @@ def inpaint(
     """
     job = _Job.check(image, mask, dictionary=dictionary, patch_size=patch_size, stride=stride, n_passes=n_passes,
                      lam=lam, channel_axis=channel_axis, n_train=n_train, batch_size=batch_size, max_iter=max_iter,
-                     progress=progress)
+                     n_group_passes=n_group_passes, progress=progress)
     with single_threaded_blas():  # its threads spin: the coding runs its own, the rest are small products
         return _inpaint(job, adapt_default=dictionary is None, rng=rng, progress=progress)
 
@@ -170,7 +181,9 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     n_bands = len(bands(*M.shape))
     n_cycles = len(fed_cycle()[1])
     n_batches = sum(-(-len(r) // job.batch_size) for r, _ in grids)
-    steps = Steps(progress, n_learn + n_bands * (work.shape[2] + 1) + n_cycles + n_batches, start=True)
+    plan = plan_references(M, job.groups, gen)
+    n_groups = n_group_steps(plan, M.shape[0], job.groups)
+    steps = Steps(progress, n_learn + n_bands * (work.shape[2] + 1) + n_cycles + n_batches + n_groups, start=True)
 
     # 1. the dictionary, adapted to the image when it has enough complete patches (text, scratches)
     t0 = time.perf_counter()
@@ -199,7 +212,19 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     values = start[M]
     change = (weight * (refined[M] - lum[M]) / np.sqrt(work.shape[2]))[:, None] \
         + (1.0 - weight)[:, None] * (diffused - values)
-    return job.result(values + change.astype(values.dtype))
+    values = values + change.astype(values.dtype)
+    if job.groups.n_passes:
+        # 7. non-local passes on the luminance; the colour differences keep the result's
+        t0 = time.perf_counter()
+        start[M] = values
+        Q = colour_basis(work.shape[2])
+        U = np.ascontiguousarray(np.moveaxis(start.astype(np.float64) @ Q.T, -1, 0))
+        n_threads = default_num_threads()
+        with ThreadPoolExecutor(n_threads, thread_name_prefix="restore-inpaint") as pool:
+            group_passes(U[:1], M, job.groups, plan, pool=pool, n_threads=n_threads, progress=steps)
+        values = (np.moveaxis(U, 0, -1)[M] @ Q).astype(values.dtype)
+        log.info("non-local passes in %.2f s", time.perf_counter() - t0)
+    return job.result(values)
 
 
 @dataclass(frozen=True)
@@ -218,10 +243,11 @@ class _Job:
     n_train: int
     batch_size: int
     max_iter: int
+    groups: GroupSettings
 
     @classmethod
     def check(cls, image: ArrayLike, mask: ArrayLike, *, dictionary, patch_size, stride, n_passes, lam, channel_axis,
-              n_train, batch_size, max_iter, progress) -> _Job:
+              n_train, batch_size, max_iter, n_group_passes, progress) -> _Job:
         """Validate everything, before any work."""
         image = np.asarray(image)
         img, axis = check_image(image, channel_axis=channel_axis, exact=True, finite=False)
@@ -249,7 +275,8 @@ class _Job:
         peak = float(np.max(np.abs(img[~M]))) if (~M).any() else 0.0
         unit = img.dtype.type(2.0 ** np.ceil(np.log2(peak)) if peak > 0 else 1.0)
         return cls(image, img, axis, M, unit, est, patch_size, stride, lams, check_int("n_train", n_train, min=0),
-                   check_int("batch_size", batch_size), check_int("max_iter", max_iter))
+                   check_int("batch_size", batch_size), check_int("max_iter", max_iter),
+                   GroupSettings(n_passes=check_int("n_group_passes", n_group_passes, min=0)))
 
     def result(self, values: np.ndarray | None) -> np.ndarray:
         """The image in the input's layout and result dtype, the missing pixels set to ``values`` (work units)."""

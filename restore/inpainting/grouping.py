@@ -1,0 +1,223 @@
+"""Non-local passes: groups of similar patches, matched on the current estimate, coded jointly with masked data.
+
+Each pass matches patches on the current estimate (known pixels plus the
+filled ones) with the project's block matcher, codes every group of ``k``
+patches jointly under the tree-l2 norm of :func:`restore._nonlocal.group_tree`
+with its known pixels as data (LSSC's simultaneous sparse coding, by
+iterative shrinkage), and replaces the missing pixels by the weighted
+average of the groups' reconstructions. ``lam`` falls from pass to pass, so
+that detail builds up as the matches improve. The kernels are in
+:mod:`restore._core_inpaint`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from .. import _core_inpaint
+from .._nonlocal import group_tree
+from .patches import patch_positions, window_sums
+
+__all__ = ["GroupSettings", "colour_basis", "group_passes", "n_group_steps", "plan_references"]
+
+log = logging.getLogger("restore.inpainting")
+
+_CHUNK_REFS = 128  # reference patches per chunk: one numba call, one progress step (well under 0.2 s)
+_STRIP_ROWS = 48  # rows of reference origins per strip: the features of a strip (plus the window) are in memory
+_WINDOW_SD = 0.5  # sd of the Gaussian weights of a patch's pixels in the average, in patch sides
+_IN_FLIGHT_PER_THREAD = 3  # chunks queued per thread: threads stay busy, finished buffers wait little
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    """Settings of :func:`group_passes`.
+
+    Attributes
+    ----------
+    patch : int
+        Patch side, pixels (a power of 2: the quad-tree of coefficients).
+    k : int
+        Patches per group (a power of 2: the Haar transform along the group).
+    window : int
+        Side of the search window, pixels (odd).
+    stride : int
+        Step of the grid of reference patches, pixels.
+    step : int
+        Side of the blocks whose means are the matching features (1: every pixel).
+    n_inner : int
+        Iterations of shrinkage per group and pass.
+    bands : int
+        Bands of the group's Haar coefficients with their own subtree (see :func:`group_tree`).
+    lams : tuple of float
+        ``lam`` of the first and the last pass (geometric in between), in the work units (known values of
+        magnitude 1 to 2).
+    n_passes : int
+        Passes.
+    """
+
+    patch: int = 8
+    k: int = 16
+    window: int = 21
+    stride: int = 4
+    step: int = 1
+    n_inner: int = 2
+    bands: int = 2
+    lams: tuple[float, float] = (0.003, 0.001)
+    n_passes: int = 3
+    debias: bool = False
+
+
+def colour_basis(n_ch: int) -> np.ndarray:
+    """Orthonormal (C, C) matrix whose first row is the grey axis ``1 / sqrt(C)``: luminance, then differences."""
+    m = np.eye(n_ch)
+    m[:, 0] = 1.0
+    q, _ = np.linalg.qr(m)
+    q = q.T
+    if q[0, 0] < 0:
+        q[0] = -q[0]
+    return q
+
+
+def _dct(n: int) -> np.ndarray:
+    """Orthonormal DCT-II analysis matrix (rows by rising frequency)."""
+    i = np.arange(n)[:, None]
+    t = np.arange(n)[None, :]
+    m = np.cos(np.pi * (2 * t + 1) * i / (2 * n)) * np.sqrt(2.0 / n)
+    m[0] /= np.sqrt(2.0)
+    return m
+
+
+def _references(missing: np.ndarray, s: GroupSettings, gen: np.random.Generator) -> np.ndarray:
+    """Origins (n, 2) of the reference patches of a pass: a randomly shifted grid of step ``stride``, touching."""
+    touching = window_sums(missing, s.patch) > 0
+    rows, cols = patch_positions(missing.shape, s.patch, s.stride, tuple(gen.integers(0, s.stride, 2)))
+    rr, cc = np.nonzero(touching[np.ix_(rows, cols)])
+    return np.stack([rows[rr], cols[cc]], axis=1).astype(np.int64)
+
+
+def plan_references(missing: np.ndarray, s: GroupSettings, gen: np.random.Generator) -> list[np.ndarray]:
+    """The reference origins of every pass (see :func:`_references`), drawn up front so that steps are counted."""
+    return [_references(missing, s, gen) for _ in range(s.n_passes)]
+
+
+def _strips(refs: np.ndarray, n0: int) -> Iterator[tuple[int, int, np.ndarray]]:
+    """Strips of ``_STRIP_ROWS`` rows of reference origins that hold references: (first, end, their references)."""
+    for r_lo in range(0, n0, _STRIP_ROWS):
+        r_hi = min(n0, r_lo + _STRIP_ROWS)
+        sel = refs[(refs[:, 0] >= r_lo) & (refs[:, 0] < r_hi)]
+        if len(sel):
+            yield r_lo, r_hi, sel
+
+
+def n_group_steps(plan: list[np.ndarray], height: int, s: GroupSettings) -> int:
+    """Progress steps of :func:`group_passes` on ``plan``: per strip, its features and its chunks."""
+    n0 = height - s.patch + 1
+    return sum(1 + -(-len(sel) // _CHUNK_REFS) for refs in plan for _, _, sel in _strips(refs, n0))
+
+
+def _ordered(pool: ThreadPoolExecutor, tasks: Iterator[Callable[[], object]], consume: Callable[[object], None],
+             n_threads: int) -> None:
+    """Run ``tasks`` on the pool, ``consume`` their results in task order (so sums do not depend on timing)."""
+    pending: deque = deque()
+    try:
+        for t in tasks:
+            pending.append(pool.submit(t))
+            while len(pending) >= _IN_FLIGHT_PER_THREAD * n_threads:
+                consume(pending.popleft().result())
+        while pending:
+            consume(pending.popleft().result())
+    finally:
+        for f in pending:
+            f.cancel()
+
+
+def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: list[np.ndarray], *,
+                 pool: ThreadPoolExecutor, n_threads: int, progress: Callable[[], None] | None = None,
+                 ) -> np.ndarray:
+    """Refine the missing pixels of ``U`` (C, H, W, float64, C-contiguous) in place; returns it.
+
+    Patches are matched on channel 0 (the luminance); every channel is
+    coded on the same groups. See the module's docstring. ``progress()``
+    after each chunk (it may raise to stop).
+    """
+    lams = np.geomspace(s.lams[0], s.lams[1], len(plan)) if len(plan) > 1 else np.array([s.lams[1]])
+    pass_ = _Pass(U, missing, s, pool, n_threads, progress if progress is not None else (lambda: None))
+    idx = np.flatnonzero(missing)
+    for lam, refs in zip(lams, plan, strict=True):
+        num, den = pass_.run(refs, float(lam))
+        dflat = den.reshape(-1)[idx]
+        ok = dflat > 0
+        for ch in range(U.shape[0]):
+            U[ch].reshape(-1)[idx[ok]] = num[ch].reshape(-1)[idx[ok]] / dflat[ok]
+    return U
+
+
+class _Pass:
+    """One pass of :func:`group_passes`: strips of reference rows, their features, chunks of references."""
+
+    def __init__(self, U, missing, s, pool, n_threads, tick) -> None:
+        self.U, self.s, self.pool, self.n_threads, self.tick = U, s, pool, n_threads, tick
+        p = s.patch
+        self.A = np.ascontiguousarray(_dct(p))
+        self.AT = np.ascontiguousarray(self.A.T)
+        self.tree = group_tree((p, 1, p), s.k, s.bands)._flat
+        g = np.exp(-0.5 * ((np.arange(p) - (p - 1) / 2) / (_WINDOW_SD * p)) ** 2)
+        self.win = np.ascontiguousarray(np.outer(g, g))
+        self.known = np.ascontiguousarray(~missing).view(np.uint8)
+
+    def run(self, refs: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
+        """The sums of the weighted reconstructions (C, H, W) and of their weights (H, W)."""
+        C, H, W = self.U.shape
+        p, h = self.s.patch, self.s.window // 2
+        n0 = H - p + 1
+        num = np.zeros((C, H, W))
+        den = np.zeros((H, W))
+
+        def add(res):
+            b0, b1, bnum, bden = res
+            num[:, b0:b0 + bden.shape[0], b1:b1 + bden.shape[1]] += bnum
+            den[b0:b0 + bden.shape[0], b1:b1 + bden.shape[1]] += bden
+            self.tick()
+
+        for r_lo, r_hi, sel in _strips(refs, n0):
+            f0, F = self.features(max(0, r_lo - h), min(n0, r_hi + h))
+            _ordered(self.pool, (self.task(sel[i:i + _CHUNK_REFS], F, f0, lam)
+                                 for i in range(0, len(sel), _CHUNK_REFS)), add, self.n_threads)
+        return num, den
+
+    def features(self, f0: int, f1: int) -> tuple[int, np.ndarray]:
+        """Matching features of the origins of rows [f0, f1) (see :func:`restore._core_inpaint.patch_features`)."""
+        p, step, L = self.s.patch, self.s.step, self.U[0]
+        F = np.empty((f1 - f0, 1, (p // step) ** 2, L.shape[1] - p + 1), dtype=np.float32)
+        cuts = np.linspace(f0, f1, self.n_threads + 1).astype(np.int64)
+        _ordered(self.pool, (partial(_core_inpaint.patch_features, L, a, b, p, step, F[a - f0:b - f0])
+                             for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a),
+                 lambda _: None, self.n_threads)
+        self.tick()
+        return f0, F
+
+    def task(self, rs: np.ndarray, F: np.ndarray, f0: int, lam: float) -> Callable[[], tuple]:
+        """The chunk of references ``rs``: match, code, aggregate into its own buffers."""
+        C, H, W = self.U.shape
+        s, t = self.s, self.tree
+        p, h = s.patch, s.window // 2
+        b0 = max(0, int(rs[:, 0].min()) - h)
+        b1 = max(0, int(rs[:, 1].min()) - h)
+        e0 = min(H - p, int(rs[:, 0].max()) + h) + p
+        e1 = min(W - p, int(rs[:, 1].max()) + h) + p
+
+        def run():
+            bnum = np.zeros((C, e0 - b0, e1 - b1))
+            bden = np.zeros((e0 - b0, e1 - b1))
+            _core_inpaint.code_groups(self.U, self.known, F, f0, rs, h, s.k, self.A, self.AT, t.perm, t.own_ptr,
+                                      t.node_end, t.parent, t.weights, lam, s.n_inner, s.debias, self.win, bnum,
+                                      bden, b0, b1)
+            return b0, b1, bnum, bden
+        return run
