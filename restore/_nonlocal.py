@@ -3,17 +3,18 @@
 The two stages of BM3D's scheme, with the first one coded on the project's
 tree core:
 
-1. **Joint tree shrinkage.** Patches (2-D) or cubes (3-D) are matched on a
-   *pilot* estimate given by the caller (the wavelet-tree estimate); the
-   *noisy* patches of each group of ``k1`` are transformed (an orthonormal
-   separable transform per patch, then an orthonormal Haar transform along
-   the group) and shrunk by the prox of the tree-l2 norm whose tree is the
-   quad-tree (octree) of the patch coefficients, every node owning the
-   ``k1`` coefficients of its position across the group: a node's group is
-   the node and its descendants over all the patches (simultaneous tree
-   sparsity). The prox is :func:`restore._core.prox_tree_l2`, the kernel of
-   :func:`restore.prox`, on the :class:`restore.tree.Tree` of
-   :func:`group_tree`.
+1. **Joint tree shrinkage.** Patches (2-D) or cubes (3-D) are matched on
+   the noisy image, or on a mix with a *pilot* estimate given by the caller
+   (``pilot_weight``); the noisy patches of each group of ``k1`` are
+   transformed (an orthonormal separable transform per patch, then an
+   orthonormal Haar transform along the group) and shrunk by the prox of
+   the tree-l2 norm on the tree of :func:`group_tree`: the quad-tree
+   (octree) of the patch coefficients, every node owning the coefficients
+   of its position across the patches of a band of the group (the group's
+   mean patch; its deviations), so that a node's group is the node and its
+   descendants over all those patches (simultaneous tree sparsity). The
+   prox is :func:`restore._core.prox_tree_l2`, the kernel of
+   :func:`restore.prox`.
 2. **Empirical Wiener.** Patches are matched again on the first estimate,
    groups of ``k2`` of the estimate and of the noisy image are transformed
    alike, and the noisy coefficients are scaled by ``|P|^2 / (|P|^2 +
@@ -56,8 +57,8 @@ _CHUNK_REFS = 256
 _CHUNK_POSITIONS = 32768
 
 # Bytes of one strip's array of patch coefficients (float32): the image is processed in strips along its first
-# axis so that memory stays bounded on large inputs, and a strip's arrays stay in the caches (16 MB: 12% less time
-# on a 512 x 512 plane than 96 MB); strips do not change the result.
+# axis so that memory stays bounded on large inputs and a strip's arrays stay in the caches (larger strips were
+# slower); strips do not change the result.
 _STRIP_BYTES = 16 * 2**20
 # ... unless that leaves a strip's references fewer than this many search windows of the first axis: the margins
 # transformed twice then stay under a third of the work (large volumes then take more memory: 256 bytes per voxel
@@ -73,9 +74,10 @@ _IN_FLIGHT_PER_THREAD = 3
 class NonlocalSettings:
     """Settings of :func:`nonlocal_denoise`; None picks the default of the dimension (2-D, 3-D).
 
-    The defaults were chosen on ``benchmarks/bench_nonlocal.py`` (grey
-    photos, sigma 10, 25 and 50 in 8-bit units, against BM3D; volumes
-    against BM4D).
+    The defaults were chosen with ``benchmarks/bench_nonlocal.py`` (grey
+    photos at sigma 10, 25 and 50 against BM3D; volumes against BM4D) and
+    ``benchmarks/calibrate_nonlocal.py`` (the ``lam`` multiple, sigma 5 to
+    100); their outputs give the figures.
 
     Attributes
     ----------
@@ -84,50 +86,46 @@ class NonlocalSettings:
         that are powers of 2 give a full quad-tree (octree) of coefficients.
     stride, stride1 : int, optional
         Step of the grid of reference patches of stage 2 and of stage 1,
-        pixels: 3 and 4 (2-D: stage 1 only guides stage 2, and 4 there
-        costs 0.01 dB for a fifth less time), 2 and 3 (3-D: 3 in stage 2
-        lost 0.1-0.3 dB, in stage 1 nothing for half the time); the last
-        position of each axis is always a reference. Work falls as the
-        square (cube) of the stride.
+        pixels: 3 and 4 (2-D: stage 1 only guides stage 2, whose stride
+        matters more), 2 and 3 (3-D); the last position of each axis is
+        always a reference. Work falls as the square (cube) of the stride.
     window : int, optional
-        Side of the search window, pixels (odd): 25 (2-D; 39, BM3D's, costs
+        Side of the search window, pixels (odd): 25 (2-D: BM3D's 39 costs
         twice the matching for no gain), 11 (3-D).
     k1, k2 : int
-        Patches per group in stage 1 and stage 2 (16 and 16: 32 in stage 2
+        Patches per group in stage 1 and stage 2: 16 and 16 (32 in stage 2
         costs more for no gain), powers of 2 (the Haar transform along the
         group). A window near a corner holding fewer candidates repeats the
         matches it has.
     lam : float, optional
-        Stage 1's tree-l2 ``lam`` in units of sigma: 0.28 (2-D), 0.5 (3-D).
-        Each node's weight is the square root of its group's size, so a
-        group of pure noise would vanish from ``lam`` about 1; stage 1 only
-        guides stage 2, which is best when stage 1 keeps more. The result
-        is sensitive to it: on photos 0.24 and 0.32 each lose 0.1-0.2 dB
-        on average; on volumes 0.28 lost up to 3.5 dB (sparse spots), 0.7
-        0.1-0.3 dB.
-    transform : {'haar', 'dct'}
-        Orthonormal separable transform of each patch in stage 1: 'haar'
-        (its coefficients form the quad-tree the penalty assumes; 'dct'
-        lost 0.05 dB), 'haar' needs sides that are powers of 2.
-    transform2 : {'dct', 'haar'}
-        The same for stage 2: 'dct' (0.3 dB better than 'haar' there).
+        Stage 1's tree-l2 ``lam`` in units of sigma: 0.28 (2-D), 0.5 (3-D),
+        one multiple for every sigma. Each node's weight is the square root
+        of its group's size, so a group of pure noise would vanish from
+        ``lam`` about 1; stage 1 only guides stage 2, which is best when
+        stage 1 keeps more. The result is sensitive to it (a tenth off
+        costs a few tenths of a dB).
+    transform, transform2 : {'haar', 'dct'}
+        Orthonormal separable transform of each patch in stage 1 ('haar':
+        its coefficients form the quad-tree the penalty assumes) and stage 2
+        ('dct', better for the Wiener filter); 'haar' needs sides that are
+        powers of 2.
     bands : int
         Bands of the group's Haar coefficients that get their own subtree
         (see :func:`group_tree`): 2, the group's mean patch and its
-        deviations (1, one node for all the patches, loses 1 dB; more bands
-        gain nothing).
+        deviations (1, a node for all the patches alike, does not average
+        the group's noise away; more bands gain nothing).
     debias : bool
         Give the coefficients stage 1 keeps back their values before
-        shrinkage: False (True needs a larger ``lam`` and ends 0.2 dB lower).
+        shrinkage: False (True needs a larger ``lam`` and guides stage 2
+        less well).
     features, features2 : int, optional
         Leading transform coefficients per axis compared by block matching
         in stage 1 (on the noisy image) and stage 2 (on stage 1's
-        estimate): the whole patch by default (4 x 4 of 8 x 8 lost 1 dB on
-        textures in stage 1, 0.07 dB in stage 2).
+        estimate): the whole patch by default (fewer lose textures).
     pilot_weight : float
         Stage 1 matches on ``pilot_weight * pilot + (1 - pilot_weight) *
-        y``: 0 (the wavelet-tree pilot as a guide lost up to 1.6 dB alone,
-        and 0.5 gained 0.01 dB on average for 50% more CPU).
+        y``: 0 (matching on the wavelet-tree pilot loses textures that the
+        noisy image keeps, and a mix does not pay for the pilot's time).
     wiener : bool
         Run stage 2 (True).
     kaiser_beta : float
@@ -253,8 +251,9 @@ def group_tree(patch3: tuple[int, int, int], k: int, bands: int = 1) -> Tree:
     one band. Node ``(b, c)`` owns coefficient ``c`` of the rows of band
     ``b``; its parent is ``(b, parent(c))``, or, for ``c = 0``, ``(b - 1,
     0)``: so a node's group spans its coefficient and its descendants over
-    the patches of its band and of the finer bands (with one band: over all
-    ``k`` patches, simultaneous tree sparsity).
+    the patches of its band (simultaneous tree sparsity; with one band,
+    over all ``k`` patches), and a band's root, ``c = 0``, also holds the
+    finer bands.
 
     Each node's weight is the square root of its group's number of
     variables, so that ``lam`` is in units of the noise's standard
