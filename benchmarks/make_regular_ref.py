@@ -12,6 +12,7 @@ the file (tests/test_regular_tree.py)::
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -32,6 +33,7 @@ N_COLUMNS = 3  # signals per case: unit scale, scale 100 with exact zeros, integ
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     import spams
 
     sys.path.insert(0, str(HERE))
