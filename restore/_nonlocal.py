@@ -91,7 +91,8 @@ class NonlocalSettings:
         always a reference. Work falls as the square (cube) of the stride.
     window : int, optional
         Side of the search window, pixels (odd): 25 (2-D: BM3D's 39 costs
-        twice the matching for no gain), 11 (3-D).
+        twice the matching for no gain), 15 (3-D: 11 lost on thin
+        filaments).
     k1, k2 : int
         Patches per group in stage 1 and stage 2: 16 and 16 (32 in stage 2
         costs more for no gain), powers of 2 (the Haar transform along the
@@ -156,7 +157,7 @@ class NonlocalSettings:
             self,
             patch=self.patch if self.patch is not None else (8 if d2 else 4),
             stride=self.stride if self.stride is not None else (3 if d2 else 2),
-            window=self.window if self.window is not None else (25 if d2 else 11),
+            window=self.window if self.window is not None else (25 if d2 else 15),
         )
         s = replace(s, features=s.features if s.features is not None else s.patch)
         s = replace(s, features2=s.features2 if s.features2 is not None else s.patch)
