@@ -63,7 +63,7 @@ class GroupSettings:
     """
 
     patch: int = 8
-    k: int = 16
+    k: int = 8
     window: int = 21
     stride: int = 4
     step: int = 1
