@@ -403,6 +403,19 @@ def prox_tree_linf(X, r0, r1, perm, own_ptr, node_end, parent, weights, lams, wo
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def sure_terms(W, c, probe):
+    """``sum((W[0] - c)**2)`` and ``probe @ (W[1] - W[0])`` in one pass (SURE's risk, no temporary)."""
+    err = 0.0
+    div = 0.0
+    for j in range(c.shape[0]):
+        a = W[0, j]
+        e = a - c[j]
+        err += e * e
+        div += probe[j] * (W[1, j] - a)
+    return err, div
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def all_finite(X):
     """Whether every entry of the 2-D array ``X`` is finite (no temporary)."""
     for i in range(X.shape[0]):

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .. import _core
 from .._progress import Steps
 from .._validation import check_choice
 from ..proximal import PENALTIES
@@ -185,10 +186,10 @@ def _sure(c: np.ndarray, sigma: float, penalty: str, plan: _Plan, penalize_appro
     def risk(t: float, weights: np.ndarray | None = None) -> float:
         np.copyto(work, base)
         _shrink_rows(work, t * sigma, penalty, plan, penalize_approx, weights)
-        div = probe @ (work[1] - work[0]) / eps
+        err, div = _core.sure_terms(work, c, probe)
         if step is not None:
             step()
-        return float(np.sum((work[0] - c) ** 2) - p * sigma**2 + 2 * sigma**2 * div)
+        return float(err - p * sigma**2 + 2 * sigma**2 * div / eps)
 
     t, w = _minimize_risk(risk, plan.level, per_level)
     return t * sigma, w
@@ -238,10 +239,10 @@ def _scaled_risk(c: np.ndarray, penalty: str, plan: _Plan, penalize_approx: bool
         np.copyto(work, base)
         _shrink_rows(work, t, penalty, plan, penalize_approx, weights)
         np.multiply(work, scale, out=work)
-        div = probe @ (work[1] - work[0]) / eps
+        err, div = _core.sure_terms(work, c, probe)
         if step is not None:
             step()
-        return float(np.sum((work[0] - c) ** 2) - total_var + 2 * div)
+        return float(err - total_var + 2 * div / eps)
 
     return risk
 
