@@ -19,7 +19,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._config import NOISE_MODELS
+from ._config import NOISE_CHOICES
 from ._validation import check_choice
 
 __all__ = ["NOISE_CHOICES", "NoiseEstimate", "anscombe", "estimate_noise", "inverse_anscombe"]
@@ -175,9 +175,6 @@ def _anscombe_variance(x: ArrayLike, gain: float, sigma: float) -> NDArray[np.fl
 # Noise estimation from the image: its noise-level function
 # ---------------------------------------------------------------------------
 
-#: What :func:`estimate_noise` accepts as ``noise``: the two models, or ``"auto"`` (the noise-level function
-#: chooses between them).
-NOISE_CHOICES: tuple[str, ...] = ("auto", *NOISE_MODELS)
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,11 @@ with the :class:`~._units.UnitMethod` interface, its own settings checked) and r
 :func:`drive`. The driver then takes care of:
 
 - the values (NaN, inf) and integer images (read in [0, 1]), and the output dtype;
-- the noise model: Gaussian sigma per channel (given, or estimated on each
-  unit), or photon noise through the generalized Anscombe transform and back
-  (gain and read noise estimated once on the whole);
+- the noise model: chosen once on the whole image by its noise-level function
+  (``noise='auto'``), named, or given as a :class:`restore.NoiseEstimate`;
+  Gaussian sigma per channel (given, or estimated on each unit), or photon
+  noise through the generalized Anscombe transform and back (gain and read
+  noise estimated once on the whole, or the sample of a Dask array);
 - the channels (the orthonormal opponent colour space for three);
 - the leading axes (stacks of planes or volumes: one unit each);
 - Dask arrays, in overlapping blocks (:func:`dask.array.map_overlap`) that
@@ -32,6 +34,7 @@ from .._cache import call_scope
 from .._config import default_num_threads
 from .._progress import BlockSteps, ProgressCallback
 from .._validation import check_callable, check_finite, output_dtype
+from ..noise import NoiseEstimate
 from ._layout import Layout, check_layout
 from ._noise_model import NoiseModel, _noise_sample, check_noise
 from ._units import UnitMethod, denoise_units
@@ -43,7 +46,7 @@ def is_dask(a: Any) -> bool:
     return dask is not None and dask.is_dask_collection(a)
 
 
-def check_call(image: Any, *, channel_axis, axes, noise: str, sigma, gain, progress, sliced_axes=(),
+def check_call(image: Any, *, channel_axis, axes, noise: str | NoiseEstimate, sigma, gain, progress, sliced_axes=(),
                exact: bool = False) -> tuple[Any, Layout, NoiseModel]:
     """The checks of a denoising call that the driver owns, up front: the image (array or Dask), its layout, the noise.
 

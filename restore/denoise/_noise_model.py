@@ -1,8 +1,10 @@
 """The noise models every denoising method shares: Gaussian, and photon noise through the Anscombe transform.
 
 :func:`check_noise` reads the user's ``noise``, ``sigma`` and ``gain`` once
-and returns a :class:`GaussianNoise` or a :class:`PhotonNoise`: the only
-place where the name of the model is compared. Each model brings the data to
+and returns a :class:`GaussianNoise`, a :class:`PhotonNoise`, or an
+:class:`AutoNoise` that becomes one of them on the whole image (the noise-level
+function of :func:`restore.estimate_noise` chooses): the only place where the
+name of the model is compared. Each model brings the data to
 white Gaussian noise (:meth:`~PhotonNoise.stabilise`), gives the methods the
 noise of each unit (:meth:`~PhotonNoise.sigmas`, :meth:`~PhotonNoise.var_maps`)
 and brings the result back (:meth:`~PhotonNoise.unstabilise`). The photon
@@ -19,7 +21,7 @@ import numpy as np
 import pywt
 from numpy.typing import ArrayLike, NDArray
 
-from .._config import NOISE_MODELS
+from .._config import NOISE_CHOICES, NOISE_MODELS
 from .._validation import check_choice, check_image, check_number, check_per_channel
 from ..noise import NoiseEstimate, anscombe, estimate_noise, inverse_anscombe
 from ._layout import _OPPONENT, _from_channels
@@ -192,7 +194,7 @@ class PhotonNoise:
             _check_gain_scale(gain, x, dtype)
         if gain is None or sigma is None:
             est = estimate_noise(np.moveaxis(x, -1, 0) if has_channels else x, noise="poisson-gaussian")
-            _log.info("estimated Poisson-Gaussian noise: gain %.4g, sigma %.4g", est.gain, est.sigma)
+            _log.info("noise='poisson-gaussian', estimated: %s", est.describe())
             if gain is None:
                 if not est.gain > 0:
                     raise ValueError("could not estimate a gain > 0 from the image (its noise does not grow with "
@@ -229,12 +231,134 @@ class PhotonNoise:
         return _stabilised_variance(channels, self.estimate, n_axes)
 
 
-NoiseModel = GaussianNoise | PhotonNoise
+@dataclass(frozen=True)
+class AutoNoise:
+    """Noise of a model still to choose (``noise='auto'``): the image's noise-level function decides.
+
+    :meth:`resolved` estimates it once on the whole image (or the sample the
+    driver takes of a Dask array) with :func:`restore.estimate_noise` and
+    returns :attr:`gaussian` or :attr:`photon`, the latter's gain and read
+    noise filled in from the same estimate (:func:`from_estimate`).
+
+    Attributes
+    ----------
+    gaussian : GaussianNoise
+        The model if the noise is Gaussian (``sigma`` as given, else per unit).
+    photon : PhotonNoise or None
+        The model if it is Poisson-Gaussian (``sigma`` and ``gain`` as given,
+        read noise and gain); None when the ``sigma`` given cannot be a read
+        noise (one per channel).
+    sigma : object
+        The ``sigma`` given, for the message when :attr:`photon` is None.
+
+    ``noise='auto'`` itself comes here without ``sigma`` (a ``sigma`` given
+    alone names Gaussian noise); a :class:`restore.NoiseEstimate` passed as
+    ``noise`` comes with what was given besides it.
+    """
+
+    gaussian: GaussianNoise
+    photon: PhotonNoise | None
+    sigma: object = None
+
+    complete = False  # the model is not known before the image is seen
+
+    def resolved(self, x: np.ndarray, *, has_channels: bool, check: bool = True,
+                 dtype: np.dtype | None = None) -> GaussianNoise | PhotonNoise:
+        """The model the noise-level function of ``x`` chooses, resolved as :meth:`PhotonNoise.resolved` does."""
+        planes = np.moveaxis(x, -1, 0) if has_channels else x
+        if min(planes.shape[-2:]) < _MIN_SIDE:
+            _log.info("noise='auto': Gaussian noise (planes under %d x %d pixels are too small to tell the noise "
+                      "model from)", _MIN_SIDE, _MIN_SIDE)
+            return self.gaussian
+        est = estimate_noise(planes, noise="auto")
+        model = from_estimate(est, self)
+        _log.info("noise='auto': %s%s", est.describe(), _sigma_note(model))
+        return model.resolved(x, has_channels=has_channels, check=check, dtype=dtype)
 
 
-def check_noise(noise: str, sigma, gain, n_channels: int) -> NoiseModel:
-    """The noise model the user named, its parameters checked (none estimated yet)."""
-    check_choice("noise", noise, NOISE_MODELS, plural="noise models")
+NoiseModel = GaussianNoise | PhotonNoise | AutoNoise
+
+# The smallest planes (pixels a side) restore.estimate_noise reads; noise='auto' calls smaller ones Gaussian.
+_MIN_SIDE = 8
+
+
+def _sigma_note(model: GaussianNoise | PhotonNoise) -> str:
+    """What the log line adds for a Gaussian model whose sigma is still to estimate on each unit."""
+    if isinstance(model, GaussianNoise) and model.sigmas is None:
+        return " (sigma then estimated on each plane or volume and channel)"
+    return ""
+
+
+def _describe(noise: object) -> str:
+    """``noise`` as an error message names it: a NoiseEstimate by its one line."""
+    if isinstance(noise, NoiseEstimate):
+        return f"NoiseEstimate({noise.describe()!r})"
+    return repr(noise)
+
+
+def from_estimate(est: NoiseEstimate, given: AutoNoise) -> GaussianNoise | PhotonNoise:
+    """The model ``est`` names, with what ``given`` holds (the user's sigma, gain) taking precedence.
+
+    Photon noise takes the estimate's gain and read noise where none was
+    given; Gaussian noise keeps the sigma given, else estimates it on each
+    unit, as ``noise='gaussian'`` does (planes of a stack and colour channels
+    may differ: the whole image's sigma is not forced on them).
+    """
+    if est.noise == "gaussian":
+        return given.gaussian
+    photon = given.photon
+    if photon is None:
+        raise ValueError(f"sigma must be one number with Poisson-Gaussian noise (the camera's read noise, shared by "
+                         f"all channels), got {given.sigma!r} with noise={_describe(est)}")
+    gain = photon.gain if photon.gain is not None else est.gain
+    if not (gain is not None and gain > 0):
+        raise ValueError(f"noise={_describe(est)} has gain 0: the image's noise does not grow with its level. "
+                         "Give gain, or use noise='gaussian'")
+    model = _check_named("poisson-gaussian", est.sigma if photon.read_noise is None else photon.read_noise, gain, 1)
+    assert isinstance(model, PhotonNoise)
+    return model
+
+
+def check_noise(noise: str | NoiseEstimate, sigma, gain, n_channels: int) -> NoiseModel:
+    """The noise model the user named, its parameters checked (none estimated yet).
+
+    ``noise`` is one of :data:`restore._config.NOISE_CHOICES` or a
+    :class:`restore.NoiseEstimate`, whose model is used with its parameters
+    (:func:`from_estimate`), nothing estimated again.
+    """
+    if isinstance(noise, NoiseEstimate):
+        if noise.noise not in NOISE_MODELS:
+            raise ValueError(f"noise={noise!r} names the model {noise.noise!r}; supported noise models are "
+                             f"{', '.join(NOISE_MODELS)}")
+        if gain is not None and noise.noise != "poisson-gaussian":
+            raise ValueError(f"gain={gain!r} applies to noise='poisson-gaussian' only, got noise={_describe(noise)}")
+        model = from_estimate(noise, _check_auto(sigma, gain, n_channels))
+        _log.info("noise given: %s%s", noise.describe(), _sigma_note(model))
+        return model
+    if not isinstance(noise, str):
+        raise ValueError(f"noise={noise!r} is not a noise model: use one of {', '.join(NOISE_CHOICES)}, or a "
+                         "restore.NoiseEstimate (what restore.estimate_noise returns)")
+    check_choice("noise", noise, NOISE_CHOICES, plural="noise models")
+    if noise == "auto":
+        if gain is not None:
+            raise ValueError(f"gain={gain!r} applies to noise='poisson-gaussian' only, got noise={noise!r}")
+        if sigma is not None:  # a noise level given alone is Gaussian noise's: nothing to choose
+            return _check_named("gaussian", sigma, None, n_channels)
+        return _check_auto(sigma, gain, n_channels)
+    return _check_named(noise, sigma, gain, n_channels)
+
+
+def _check_auto(sigma, gain, n_channels: int) -> AutoNoise:
+    """Both models checked with the parameters given: the image chooses later."""
+    gaussian = _check_named("gaussian", sigma, None, n_channels)
+    photon = None
+    if sigma is None or np.ndim(sigma) == 0:
+        photon = _check_named("poisson-gaussian", sigma, gain, n_channels)
+    return AutoNoise(gaussian, photon, sigma)
+
+
+def _check_named(noise: str, sigma, gain, n_channels: int) -> GaussianNoise | PhotonNoise:
+    """The model named ``noise`` (one of :data:`NOISE_MODELS`), its parameters checked."""
     photon = noise == "poisson-gaussian"  # the one place the model's name is read
     if gain is not None and not photon:
         raise ValueError(f"gain={gain!r} applies to noise='poisson-gaussian' only, got noise={noise!r}")

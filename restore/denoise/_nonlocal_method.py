@@ -12,6 +12,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._nonlocal import NonlocalSettings, nonlocal_denoise, nonlocal_reach, nonlocal_steps
 from .._progress import ProgressCallback, Steps
 from .._validation import check_number
+from ..noise import NoiseEstimate
 from ._driver import check_call, drive
 from ._layout import Layout
 
@@ -72,7 +73,7 @@ def denoise_nonlocal_tree(
     image: ArrayLike,
     *,
     sigma: float | Sequence[float] | None = None,
-    noise: str = "gaussian",
+    noise: str | NoiseEstimate = "auto",
     gain: float | None = None,
     channel_axis: int | None = None,
     axes: Sequence[int] | None = None,
@@ -111,11 +112,15 @@ def denoise_nonlocal_tree(
         Standard deviation of the noise, in image units (one value, or one
         per channel); with ``noise='poisson-gaussian'``, the read noise.
         Estimated per plane and channel when None.
-    noise : {'gaussian', 'poisson-gaussian'}
-        The noise model, as for :func:`denoise_wavelet_tree` (photon noise
-        is denoised after the generalized Anscombe transform).
+    noise : {'auto', 'gaussian', 'poisson-gaussian'} or NoiseEstimate, default 'auto'
+        The noise model, as for :func:`denoise_wavelet_tree`: ``'auto'``
+        lets the image's noise-level function choose (once, on the whole
+        image; logged on the ``restore.denoise`` logger), a
+        :class:`restore.NoiseEstimate` from :func:`restore.estimate_noise`
+        is used as is (photon noise is denoised after the generalized
+        Anscombe transform).
     gain : float, optional
-        ``noise='poisson-gaussian'``: image units per photon; estimated when
+        Poisson-Gaussian noise: image units per photon; estimated when
         None.
     channel_axis : int, optional
         Axis of the colour channels; three are denoised in an orthonormal

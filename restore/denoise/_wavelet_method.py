@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._cache import call_scope
 from .._progress import ProgressCallback, Steps
 from .._validation import check_choice, check_int, check_per_channel
+from ..noise import NoiseEstimate
 from ..proximal import PENALTIES
 from ._driver import check_call, drive
 from ._lam import LamChoice, LamMethod, _choice_for_plane, _lam_steps, _resolve_method, _seed
@@ -157,7 +158,7 @@ def choose_lam(
     penalize_approx: bool = False,
     channel_axis: int | None = None,
     axes: Sequence[int] | None = None,
-    noise: str = "gaussian",
+    noise: str | NoiseEstimate = "auto",
     gain: float | None = None,
     per_level: bool | None = None,
     rng: int | np.random.Generator | None = None,
@@ -246,7 +247,7 @@ def denoise_wavelet_tree(
     cycle_spins: int = 0,
     channel_axis: int | None = None,
     axes: Sequence[int] | None = None,
-    noise: str = "gaussian",
+    noise: str | NoiseEstimate = "auto",
     gain: float | None = None,
     per_level: bool | None = None,
     wiener: bool | None = None,
@@ -320,7 +321,22 @@ def denoise_wavelet_tree(
         plane. With three, the transform is 3-D and each detail coefficient
         has 8 children at the next finer level (one octree per orientation,
         7 of them); the other axes are stacked.
-    noise : {'gaussian', 'poisson-gaussian'}
+    noise : {'auto', 'gaussian', 'poisson-gaussian'} or NoiseEstimate, default 'auto'
+        ``'auto'``: the image's noise-level function chooses Gaussian or
+        Poisson-Gaussian noise (:func:`restore.estimate_noise` with
+        ``noise='auto'``, once, on the whole image, or on the central part
+        a Dask array's photon noise is estimated on; planes under 8 x 8 are
+        Gaussian); the choice and its parameters are logged at INFO level
+        on the ``restore.denoise`` logger, then it is as if that model had
+        been named, with the estimated gain and read noise under photon
+        noise. A :class:`restore.NoiseEstimate` (what
+        :func:`restore.estimate_noise` returned) is used in the same way,
+        estimated no further: estimate once, show
+        :meth:`~restore.NoiseEstimate.describe`, and pass it, to know what
+        is used. Under Gaussian noise, ``sigma`` is then estimated on each
+        plane (volume) and channel, as with ``'gaussian'``. With
+        ``'auto'``, a ``sigma`` given (and no ``gain``) means Gaussian noise
+        of that deviation, and nothing is estimated.
         ``'poisson-gaussian'``: photon noise of ``gain`` image units per
         photon plus Gaussian read noise ``sigma``; the image goes through
         the generalized Anscombe transform, is denoised at its stabilised
@@ -334,10 +350,11 @@ def denoise_wavelet_tree(
         it. ``lam``, when a number, is then in units of each coefficient's
         noise deviation.
     gain : float, optional
-        Image units per photon (``noise='poisson-gaussian'``). ``gain`` and
-        ``sigma`` are estimated from the image's noise-level function when
-        None (:func:`restore.estimate_noise`; the estimate is logged at INFO
-        level on the ``restore.denoise`` logger).
+        Image units per photon (``noise='poisson-gaussian'``, or a
+        Poisson-Gaussian :class:`restore.NoiseEstimate`, whose gain it
+        replaces). ``gain`` and ``sigma`` are estimated from the image's
+        noise-level function when None (:func:`restore.estimate_noise`; the
+        estimate is logged at INFO level on the ``restore.denoise`` logger).
     per_level : bool, optional
         As in :func:`choose_lam`: with SURE, also choose a weight per detail level (the lam of level
         ``l`` is ``lam * weight[l]``): after the common lam, one sweep of
