@@ -20,7 +20,9 @@ tree core:
    alike, and the noisy coefficients are scaled by ``|P|^2 / (|P|^2 +
    sigma^2)`` (``P``: the estimate's).
 
-Each stage aggregates its groups' patches with BM3D's weights times a Kaiser
+Each stage aggregates its groups' patches weighted by the inverse of the noise
+variance left in the group (BM3D's weights; for the soft tree shrinkage, the
+sum of the squared scalings of the coefficients it keeps) times a Kaiser
 window. The work is cut into chunks of reference patches that do not depend
 on the number of threads; each chunk runs in a numba kernel (``nogil``) on a
 thread pool and adds into its own buffer, and buffers are summed in chunk
@@ -445,6 +447,7 @@ def _stage1_chunk(F, T, soff, refs, h0, h1, h2, k, perm, own_ptr, node_end, pare
             for c in range(p):
                 X[i, m * p + c] = T[q0, q1, q2, c]
         _haar_group(X[i], k, p, tmp, False)
+    Xin = X.copy()
     shrink_groups(X, lam, perm, own_ptr, node_end, parent, weights, debias)
     src = np.empty((p0, p1, p2))
     t1 = np.empty((p0, p1, p2))
@@ -452,11 +455,14 @@ def _stage1_chunk(F, T, soff, refs, h0, h1, h2, k, perm, own_ptr, node_end, pare
     dst = np.empty((p0, p1, p2))
     for i in range(n):
         x = X[i]
-        nnz = 0
+        # the inverse of the noise variance left in the group (in units of sigma^2): each coefficient kept
+        # keeps the square of its scaling; as BM3D's 1 / (number kept) for hard thresholding, and its Wiener weight
+        g2 = 0.0
         for j in range(kp):
             if x[j] != 0.0:
-                nnz += 1
-        w = 1.0 / max(nnz, 1)  # BM3D's weight: groups kept sparse are trusted more
+                r = x[j] / Xin[i, j]
+                g2 += r * r
+        w = 1.0 / max(g2, 1.0)
         _haar_group(x, k, p, tmp, True)
         for m in range(k):
             _add_patch(x[m * p:(m + 1) * p], I0, I1, I2, src, t1, t2, dst, win, w, bnum, bden,
