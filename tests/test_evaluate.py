@@ -37,20 +37,21 @@ def read_csv(path):
 def test_outputs_and_protocol(image_dir, tmp_path):
     out = tmp_path / "out"
     rows = evaluate_denoising(image_dir, out, **SMALL)
-    # 2 images x 1 sigma x 2 draws x (2 penalties x 2 modes + BayesShrink)
-    assert len(rows) == 2 * 2 * (2 * 2 + 1)
+    # 2 images x 1 sigma x 2 draws x (2 penalties x 2 modes + BayesShrink + the non-local method)
+    assert len(rows) == 2 * 2 * (2 * 2 + 1 + 1)
     assert {p.name for p in out.iterdir()} == OURS  # nothing else, hidden files included
     assert set(json.loads((out / "restore-evaluate.json").read_text())["files"]) == OURS
     table = read_csv(out / "results.csv")
     assert len(table) == len(rows)
-    assert set(table[0]) == {"image", "sigma", "wavelet", "method", "lam_mode", "draw", "lam", "psnr", "seconds"}
+    assert set(table[0]) == {"image", "sigma", "wavelet", "method", "lam_mode", "draw", "lam", "psnr", "seconds",
+                             "cpu_seconds"}
     by = {(r["image"], r["method"], r["lam_mode"], r["draw"]): float(r["psnr"]) for r in table}
     for img in ("cam.png", "astro.png"):
         for d in ("0", "1"):
             assert by[(img, "tree_l2", "oracle", d)] >= by[(img, "tree_l2", "auto", d)] - 0.05
             assert by[(img, "tree_l2", "oracle", d)] > 20 * np.log10(255 / 20) + 1  # beats the noisy image
     md = (out / "table.md").read_text()
-    assert "| wavelet | sigma | l1 | tree_l2 | bayes_shrink |" in md and "| haar | 20 |" in md
+    assert "| wavelet | sigma | l1 | tree_l2 | bayes_shrink | nonlocal |" in md and "| haar | 20 |" in md
     assert (out / "psnr.png").read_bytes()[:4] == b"\x89PNG"
     # the same seed gives the same numbers
     rows2 = evaluate_denoising(image_dir, tmp_path / "out2", **SMALL)
@@ -365,9 +366,9 @@ def test_resume_drops_a_torn_line_and_counts_a_duplicated_row_once(image_dir, tm
     partial = out / "results.partial.csv"
     lines = partial.read_text().splitlines(keepends=True)
     header, rows = lines[0], lines[1:]
-    assert len(rows) == 3 * 5  # three units of five rows
+    assert len(rows) == 3 * 6  # three units of six rows
     # the first unit twice (a duplicated write), the third torn in its last row
-    partial.write_text(header + "".join(rows[:5]) + "".join(rows[:5]) + "".join(rows[5:14]) + rows[14][:17])
+    partial.write_text(header + "".join(rows[:6]) + "".join(rows[:6]) + "".join(rows[6:17]) + rows[17][:17])
     seen = []
     got = evaluate_denoising(image_dir, out, **{**SMALL, "progress": lambda d, t: seen.append((d, t))})
     assert seen[0] == (2, 4) and seen[-1] == (4, 4)  # two complete units reused, the torn one recomputed

@@ -35,7 +35,7 @@ START_SECONDS = 60  # for the command to start its workers on a loaded machine
 MOMENTS = (("start-up", 6), ("workers", 3))
 WORKERS_DELAY = 1.5  # seconds, the latest signal after the workers appear; halved after each trial that finished
 EXTRA_TRIALS = 4  # trials that finished before their signal, run again at most this many times in all
-N_ROWS = 4 * 3 * (2 * 2 + 1)  # images x sigmas x (penalties x lam modes + BayesShrink)
+N_ROWS = 4 * 3 * (2 * 2 + 1 + 1)  # images x sigmas x (penalties x lam modes + BayesShrink + non-local)
 
 
 @pytest.fixture

@@ -4,8 +4,12 @@ Grey images in [0, 255], white Gaussian noise of several levels, several
 wavelets and penalties, a few noise draws; ``lam`` either picked by an oracle
 (the best PSNR, found by a golden-section search over ``lam / sigma``) or
 chosen automatically from the noisy image (:func:`restore.choose_lam`).
+Beside the penalties, methods that choose no lam and use no wavelet are
+given the known sigma: :func:`restore.denoise_nonlocal_tree` (by default)
+and BM3D (the ``bm3d`` package, on request, when installed).
 Results go to a CSV file (one row per image, sigma, wavelet, penalty, lam
-mode and draw), a Markdown table in the paper's layout and a PNG plot.
+mode and draw; the wavelet-free methods with an empty wavelet), a Markdown
+table in the paper's layout and a PNG plot.
 """
 
 from __future__ import annotations
@@ -25,7 +29,11 @@ from .runner import IMAGE_SUFFIXES, OutputFolder, Unit
 __all__ = ["COLUMNS", "EvaluationConfig", "evaluate_denoising", "load_grey_images",
            "run_unit"]
 
-COLUMNS = ("image", "sigma", "wavelet", "method", "lam_mode", "draw", "lam", "psnr", "seconds")
+COLUMNS = ("image", "sigma", "wavelet", "method", "lam_mode", "draw", "lam", "psnr", "seconds", "cpu_seconds")
+
+#: The methods given the known sigma that use no wavelet (their rows' wavelet is empty).
+NONLOCAL, BM3D = "nonlocal", "bm3d"
+_BM3D_NOTE = "bm3d: not run, the `bm3d` package is not installed (`pip install bm3d` to add it)"
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,14 @@ class EvaluationConfig:
         Add scikit-image's BayesShrink as a reference.
     images : tuple of str
         Names of the images evaluated (filled in by the runner).
+    nonlocal_tree : bool
+        Add :func:`restore.denoise_nonlocal_tree` (known sigma, its own
+        parameters).
+    bm3d : bool
+        Add BM3D (``bm3d.bm3d``, known sigma); False when its package is
+        missing, with a note.
+    notes : tuple of str
+        What was skipped and why, one line each (written under the tables).
     """
 
     sigmas: tuple[float, ...] = (5.0, 10.0, 25.0, 50.0, 100.0)
@@ -62,6 +78,9 @@ class EvaluationConfig:
     seed: int = 0
     bayes: bool = True
     images: tuple[str, ...] = field(default_factory=tuple)
+    nonlocal_tree: bool = True
+    bm3d: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)
 
     def validate(self) -> None:
         """Raise ValueError on an invalid setting."""
@@ -126,42 +145,105 @@ def _psnr(x: np.ndarray, ref: np.ndarray) -> float:
     return float("inf") if mse == 0 else 10.0 * np.log10(255.0**2 / mse)
 
 
+class _Clock:
+    """Wall and CPU seconds (of this process, all its threads) since it was made."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def seconds(self) -> tuple[float, float]:
+        return time.perf_counter() - self.wall, time.process_time() - self.cpu
+
+
+_WARMED: set = set()  # what this process has loaded and compiled: the first timed call must not pay for it
+
+
+def _warm_up(method: str) -> None:
+    """Load a wavelet-free method's kernels (numba's, BM3D's library) before it is timed, once per process."""
+    if method in _WARMED:
+        return
+    tiny = np.random.default_rng(0).random((32, 32))
+    if method == NONLOCAL:
+        from .. import denoise_nonlocal_tree
+
+        denoise_nonlocal_tree(tiny, sigma=0.1)
+    else:
+        import bm3d
+
+        bm3d.bm3d(tiny, sigma_psd=0.1)
+    _WARMED.add(method)
+
+
+def _wavelet_free(method: str, noisy: np.ndarray, sigma: float) -> np.ndarray:
+    """``method`` on the noisy grey image in [0, 1] at the known sigma on that scale, back on [0, 255].
+
+    Both methods get what the penalties get (the noisy image and its true
+    sigma) through their own public call, in their own layout (a 2-D float
+    array in [0, 1]), and choose everything else themselves.
+    """
+    if method == NONLOCAL:
+        from .. import denoise_nonlocal_tree
+
+        out = denoise_nonlocal_tree(noisy / 255.0, sigma=sigma / 255.0)
+    else:
+        import bm3d
+
+        out = bm3d.bm3d(noisy / 255.0, sigma_psd=sigma / 255.0)
+    return 255.0 * np.asarray(out, dtype=np.float64)
+
+
+def _methods_without_wavelet(config: EvaluationConfig) -> tuple[str, ...]:
+    return tuple(m for m, on in ((NONLOCAL, config.nonlocal_tree), (BM3D, config.bm3d)) if on)
+
+
 def run_unit(clean: np.ndarray, name: str, image_index: int, sigma: float, draw: int,
              config: EvaluationConfig) -> list[dict]:
-    """Evaluate every wavelet, penalty and lam mode on one noisy image."""
+    """Evaluate every wavelet, penalty and lam mode, then the wavelet-free methods, on one noisy image.
+
+    Each row's ``seconds`` (wall) and ``cpu_seconds`` (this process's CPU
+    time) cover the method's own work on the image; the one-off loading of
+    a wavelet-free method's kernels is done before and not counted.
+    """
     from ..denoise import PlaneDenoiser, lam_from_threshold, log_search
 
     rng = np.random.default_rng([config.seed, image_index, int(round(sigma * 1000)), draw])
     noisy = clean + sigma * rng.standard_normal(clean.shape)
     rows = []
 
-    def row(wavelet, method, mode, lam, psnr, seconds):
+    def row(wavelet, method, mode, lam, psnr, clock):
+        seconds, cpu = clock.seconds()
         rows.append({"image": name, "sigma": sigma, "wavelet": wavelet, "method": method,
-                     "lam_mode": mode, "draw": draw, "lam": lam, "psnr": psnr, "seconds": seconds})
+                     "lam_mode": mode, "draw": draw, "lam": lam, "psnr": psnr, "seconds": seconds,
+                     "cpu_seconds": cpu})
 
     for wavelet in config.wavelets:
         for penalty in config.penalties:
             den = PlaneDenoiser(clean.shape, wavelet, penalty)
             c = den.transform(noisy)
             if "oracle" in config.lam_modes:
-                t0 = time.perf_counter()
+                clock = _Clock()
                 t = log_search(lambda t, p=penalty, c=c, den=den: -_psnr(
                     den.shrink(c, lam_from_threshold(t, sigma, p)), clean), **_ORACLE_SEARCH)
                 lam = lam_from_threshold(t, sigma, penalty)
                 psnr = _psnr(den.shrink(c, lam), clean)
-                row(wavelet, penalty, "oracle", lam, psnr, time.perf_counter() - t0)
+                row(wavelet, penalty, "oracle", lam, psnr, clock)
             if "auto" in config.lam_modes:
-                t0 = time.perf_counter()
+                clock = _Clock()
                 lam = den.automatic_lam(noisy, sigma, np.random.default_rng(draw))
                 psnr = _psnr(den.shrink(c, lam), clean)
-                row(wavelet, penalty, "auto", lam, psnr, time.perf_counter() - t0)
+                row(wavelet, penalty, "auto", lam, psnr, clock)
         if config.bayes:
             from skimage.restoration import denoise_wavelet
 
-            t0 = time.perf_counter()
+            clock = _Clock()
             out = 255.0 * denoise_wavelet(noisy / 255.0, sigma=sigma / 255.0, wavelet=wavelet,
                                           mode="soft", method="BayesShrink", rescale_sigma=True)
-            row(wavelet, "bayes_shrink", "auto", float("nan"), _psnr(out, clean), time.perf_counter() - t0)
+            row(wavelet, "bayes_shrink", "auto", float("nan"), _psnr(out, clean), clock)
+    for method in _methods_without_wavelet(config):
+        _warm_up(method)
+        clock = _Clock()
+        out = _wavelet_free(method, noisy, sigma)
+        row("", method, "auto", float("nan"), _psnr(out, clean), clock)
     return rows
 
 
@@ -174,10 +256,19 @@ def _unit_rows(name: str, sigma: float, draw: int, config: EvaluationConfig) -> 
     keys = {(name, sigma, w, p, m, draw) for w in config.wavelets for p in config.penalties for m in config.lam_modes}
     if config.bayes:
         keys |= {(name, sigma, w, "bayes_shrink", "auto", draw) for w in config.wavelets}
+    keys |= {(name, sigma, "", m, "auto", draw) for m in _methods_without_wavelet(config)}
     return frozenset(keys)
 
 
-_TYPES = {"sigma": float, "draw": int, "lam": float, "psnr": float, "seconds": float}
+_TYPES = {"sigma": float, "draw": int, "lam": float, "psnr": float, "seconds": float, "cpu_seconds": float}
+
+
+def _bm3d_installed() -> bool:
+    try:
+        import bm3d  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def evaluate_denoising(
@@ -191,6 +282,8 @@ def evaluate_denoising(
     n_draws: int = 5,
     seed: int = 0,
     bayes: bool = True,
+    nonlocal_tree: bool = True,
+    bm3d: bool = False,
     n_jobs: int | None = None,
     scheduler: str | None = None,
     force: bool = False,
@@ -222,6 +315,17 @@ def evaluate_denoising(
     bayes : bool
         Also run scikit-image's ``denoise_wavelet`` (BayesShrink, soft,
         ``rescale_sigma=True``) as a reference column.
+    nonlocal_tree : bool
+        Also run :func:`restore.denoise_nonlocal_tree` (column
+        ``nonlocal``) with the known sigma; it chooses its own parameters
+        and uses no wavelet (one row per image, sigma and draw, with an
+        empty wavelet, shown in every wavelet's row of both tables). About
+        half the CPU time of the rest of the default grid.
+    bm3d : bool
+        Also run BM3D (``bm3d.bm3d``, column ``bm3d``) with the known sigma,
+        as the non-local method: the reference of state of the art, at
+        several times the CPU time of everything else. Skipped, with a note
+        in ``table.md``, when the ``bm3d`` package is not installed.
     n_jobs : int, optional
         Local worker processes (default: all CPUs).
     scheduler : str, optional
@@ -239,8 +343,12 @@ def evaluate_denoising(
     """
     image_dir = Path(image_dir)
     images = load_grey_images(image_dir)
+    notes: tuple[str, ...] = ()
+    if bm3d and not _bm3d_installed():
+        bm3d, notes = False, (_BM3D_NOTE,)
     config = EvaluationConfig(tuple(float(s) for s in sigmas), tuple(wavelets), tuple(penalties),
-                              tuple(lam_modes), int(n_draws), int(seed), bool(bayes), tuple(images))
+                              tuple(lam_modes), int(n_draws), int(seed), bool(bayes), tuple(images),
+                              bool(nonlocal_tree), bool(bm3d), notes)
     config.validate()
     check_int("n_jobs", n_jobs) if n_jobs is not None else None
     index = {name: i for i, name in enumerate(images)}
@@ -251,7 +359,7 @@ def evaluate_denoising(
         rows = folder.run(units, _row_key, COLUMNS, _TYPES, progress, n_jobs, scheduler)
         rows.sort(key=_row_key)
         folder.write_text("results.csv", csv_text(rows, COLUMNS))
-        folder.write_text("table.md", markdown_table(rows))
+        folder.write_text("table.md", markdown_table(rows, config.notes))
         with folder.atomic_path("psnr.png") as tmp:
             write_plot(rows, tmp)
         folder.finish()

@@ -15,6 +15,10 @@ __all__ = ["LAM_MODES", "METHOD_COLOURS", "MODE_STYLES", "PAPER_ORDER", "csv_tex
 PAPER_ORDER = ("l0", "tree_l0", "l1", "tree_l2", "tree_linf")
 #: How lam is chosen: an oracle's best PSNR, or from the noisy image alone (SURE / rule).
 LAM_MODES = ("oracle", "auto")
+#: The reference columns after the penalties, in order: they choose no lam (known sigma), so both tables show
+#: their one result; the last two use no wavelet (their rows' wavelet is empty) and fill every wavelet's row.
+REFERENCES = ("bayes_shrink", "nonlocal", "bm3d")
+WAVELET_FREE = ("nonlocal", "bm3d")
 
 
 def csv_text(rows: list[dict], columns: Sequence[str]) -> str:
@@ -45,29 +49,55 @@ def summarize(rows: list[dict]) -> dict[tuple, tuple[float, float, int]]:
     return out
 
 
-def markdown_table(rows: list[dict]) -> str:
-    """PSNR tables in the layout of the paper's Table 1, one per lam mode.
+def _table_rows(stats: dict, mode: str) -> list[tuple[str, float]]:
+    """The (wavelet, sigma) rows of a lam mode's table: every wavelet evaluated, else one row per sigma."""
+    keys = {(k[1], k[2]) for k in stats if k[0] == mode and k[1]}
+    if not keys and mode == "auto":  # only wavelet-free methods: a row per sigma, its wavelet cell empty
+        keys = {(k[1], k[2]) for k in stats if k[0] == mode}
+    return sorted(keys, key=lambda wk: (wk[0] != "haar", wk[0], wk[1]))
+
+
+def _cell_stats(stats: dict, mode: str, wavelet: str, sigma: float, method: str):
+    """A table cell's statistics: a reference column's one (automatic) result in both tables."""
+    if method not in REFERENCES:
+        return stats.get((mode, wavelet, sigma, method))
+    return stats.get(("auto", "" if method in WAVELET_FREE else wavelet, sigma, method))
+
+
+def _ordered_methods(stats: dict) -> list[str]:
+    known = (*PAPER_ORDER, *REFERENCES)
+    methods = [m for m in known if any(k[3] == m for k in stats)]
+    return methods + sorted({k[3] for k in stats} - set(known))
+
+
+def markdown_table(rows: list[dict], notes: Sequence[str] = ()) -> str:
+    """PSNR tables in the layout of the paper's Table 1, one per lam mode, and a CPU time table.
 
     Parameters
     ----------
     rows : list of dict
         Result rows of :func:`restore.evaluate.evaluate_denoising`, one per
-        image, draw, sigma, wavelet, penalty and lam mode.
+        image, draw, sigma, wavelet, penalty and lam mode; the wavelet-free
+        methods (``nonlocal``, ``bm3d``) have an empty wavelet and are shown
+        in every wavelet's row.
+    notes : sequence of str
+        What was skipped and why: one line each under the tables.
 
     Returns
     -------
     str
         Markdown: the mean PSNR and its spread over draws per wavelet, sigma
-        and penalty.
+        and method; then, when the rows have CPU times, the mean CPU seconds
+        per image of each method with lam chosen automatically.
     """
     stats = summarize(rows)
-    methods = [m for m in (*PAPER_ORDER, "bayes_shrink") if any(k[3] == m for k in stats)]
+    methods = _ordered_methods(stats)
     lines = []
     n_images = len({r["image"] for r in rows})
     n_draws = len({r["draw"] for r in rows})
+    references = [m for m in methods if m in REFERENCES]
     for mode in LAM_MODES:
-        keys = sorted({(k[1], k[2]) for k in stats if k[0] == mode},
-                      key=lambda wk: (wk[0] != "haar", wk[0], wk[1]))
+        keys = _table_rows(stats, mode)
         if not keys:
             continue
         title = {"oracle": "lam chosen by an oracle (best PSNR)",
@@ -81,22 +111,51 @@ def markdown_table(rows: list[dict]) -> str:
         for wavelet, sigma in keys:
             cells = []
             for m in methods:
-                s = stats.get((mode, wavelet, sigma, m)) or (stats.get(("auto", wavelet, sigma, m))
-                                                             if m == "bayes_shrink" else None)
+                s = _cell_stats(stats, mode, wavelet, sigma, m)
                 cells.append("" if s is None else f"{s[0]:.2f} ± {s[1]:.2f}" if n_draws > 1 else f"{s[0]:.2f}")
             lines.append(f"| {wavelet} | {sigma:g} | " + " | ".join(cells) + " |")
         lines.append("")
-    return "\n".join(lines)
+    if references:
+        free = [m for m in references if m in WAVELET_FREE]
+        lines += [f"{', '.join(references)}: no lam to choose (known sigma), the same results in both tables"
+                  + (f"; {', '.join(free)} use{'s' if len(free) == 1 else ''} no wavelet (the same in every "
+                     "wavelet's row)." if free else "."), ""]
+    lines += _time_table(rows, methods)
+    lines += [f"Note: {n}" for n in notes]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _time_table(rows: list[dict], methods: Sequence[str]) -> list[str]:
+    """Markdown lines: mean CPU seconds per image by sigma and method, lam chosen automatically (none: no CPU)."""
+    groups: dict[tuple[float, str], list[float]] = {}
+    for r in rows:
+        cpu = r.get("cpu_seconds")
+        if r["lam_mode"] == "auto" and cpu is not None and cpu == cpu:
+            groups.setdefault((float(r["sigma"]), r["method"]), []).append(float(cpu))
+    shown = [m for m in methods if any(k[1] == m for k in groups)]
+    if not shown:
+        return []
+    lines = ["### CPU time per image (s), lam chosen from the noisy image", "",
+             "Mean over images, draws and wavelets; CPU seconds of the process denoising the image.", "",
+             "| sigma | " + " | ".join(shown) + " |", "|---|" + "---|" * len(shown)]
+    for sigma in sorted({k[0] for k in groups}):
+        cells = [f"{np.mean(groups[(sigma, m)]):.3f}" if (sigma, m) in groups else "" for m in shown]
+        lines.append(f"| {sigma:g} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
 
 
 #: One colour per method, the same in every panel and run (Okabe and Ito's palette, safe for colour-blind
-#: readers); BayesShrink, the reference, in black.
+#: readers); BayesShrink, the reference, in black, BM3D, the state of the art, in grey.
 METHOD_COLOURS = {"l0": "#0072B2", "tree_l0": "#D55E00", "l1": "#009E73", "tree_l2": "#CC79A7",
-                  "tree_linf": "#E69F00", "bayes_shrink": "#000000"}
+                  "tree_linf": "#E69F00", "bayes_shrink": "#000000", "nonlocal": "#56B4E9", "bm3d": "#7F7F7F"}
+#: The volume methods' colours, from the same palette: the non-local tree as in the 2-D plot, BM4D (the state of
+#: the art) in grey as BM3D there.
+VOLUME_COLOURS = {"planes": "#0072B2", "octree": "#D55E00", "skimage-3d": "#009E73", "nonlocal": "#56B4E9",
+                  "bm4d": "#7F7F7F"}
 #: One line style per lam mode, shown in a legend of its own.
 MODE_STYLES = {"oracle": "-", "auto": "--"}
 _MODE_LABELS = {"oracle": "oracle (best PSNR)", "auto": "automatic (noisy image)"}
-_SPARE_COLOURS = ("#56B4E9", "#F0E442", "#7F7F7F", "#8C564B")  # methods not in METHOD_COLOURS, in order
+_SPARE_COLOURS = ("#F0E442", "#8C564B", "#17BECF", "#BCBD22")  # methods not in METHOD_COLOURS, in order
 
 
 def write_plot(rows: list[dict], path: Path) -> None:
@@ -114,10 +173,9 @@ def write_plot(rows: list[dict], path: Path) -> None:
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     stats = summarize(rows)
-    wavelets = sorted({k[1] for k in stats}, key=lambda w: (w != "haar", w))
-    known = (*PAPER_ORDER, "bayes_shrink")
-    methods = [m for m in known if any(k[3] == m for k in stats)]
-    methods += sorted({k[3] for k in stats} - set(known))
+    # a panel per wavelet; the wavelet-free methods (empty wavelet) are drawn in each
+    wavelets = sorted({k[1] for k in stats if k[1]}, key=lambda w: (w != "haar", w)) or [""]
+    methods = _ordered_methods(stats)
     spare = iter(_SPARE_COLOURS * len(methods))
     colour = {m: METHOD_COLOURS.get(m) or next(spare) for m in methods}
     modes = [m for m in LAM_MODES if any(k[0] == m for k in stats)]
@@ -127,7 +185,8 @@ def write_plot(rows: list[dict], path: Path) -> None:
     for ax, wavelet in zip(axes[0], wavelets, strict=True):
         for m in methods:
             for mode in modes:
-                pts = sorted((k[2], v[0]) for k, v in stats.items() if k[:2] == (mode, wavelet) and k[3] == m)
+                pts = sorted((k[2], v[0]) for k, v in stats.items()
+                             if k[0] == mode and k[1] in (wavelet, "") and k[3] == m)
                 if pts:
                     s, p = zip(*pts, strict=True)
                     ax.plot(s, p, MODE_STYLES.get(mode, ":"), color=colour[m], marker="o", ms=3.5, lw=1.4)
@@ -137,7 +196,7 @@ def write_plot(rows: list[dict], path: Path) -> None:
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xlabel("noise sigma (0-255 scale)")
-        ax.set_title(f"wavelet {wavelet}", fontsize=10)
+        ax.set_title(f"wavelet {wavelet}" if wavelet else "methods without a wavelet", fontsize=10)
         ax.grid(True, alpha=0.3)
     axes[0][0].set_ylabel("PSNR (dB)")
     method_handles = [Line2D([], [], color=colour[m], marker="o", ms=3.5, lw=1.4) for m in methods]
@@ -244,6 +303,8 @@ def write_volume_plot(rows: list[dict], methods: Sequence[str], path: Path) -> N
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     cases, means = _volume_means(rows)
+    spare = iter(_SPARE_COLOURS * len(methods))
+    colour = {m: VOLUME_COLOURS.get(m) or next(spare) for m in methods}
     fig, axes = plt.subplots(1, len(cases), figsize=(4.6 * len(cases), 4.0), squeeze=False)
     for ax, (volume, label) in zip(axes[0], cases, strict=True):
         for m in methods:
@@ -253,7 +314,7 @@ def write_volume_plot(rows: list[dict], methods: Sequence[str], path: Path) -> N
             if m == "noisy":  # no work: a level to beat, not a point
                 ax.axhline(v[0], color="grey", ls=":", lw=1, label="noisy")
             else:
-                ax.plot([max(v[1], 1e-3)], [v[0]], "o", ms=7, label=m)
+                ax.plot([max(v[1], 1e-3)], [v[0]], "o", ms=7, label=m, color=colour[m])
         ax.set_xscale("log")
         # CPU times often span less than a decade: plain labels on the decades only, none on the minor ticks
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))

@@ -1,4 +1,4 @@
-"""The volume protocol: plane-by-plane 2-D trees, the 3-D octree, scikit-image's 3-D wavelets, BM4D.
+"""The volume protocol: plane-by-plane 2-D trees, the 3-D octree, the non-local tree, scikit-image, BM4D.
 
 Each 3-D volume of a folder is min-max normalised to [0, 1] (float64), then
 noise is added: white Gaussian noise of standard deviation ``sigma``, or
@@ -34,7 +34,7 @@ __all__ = ["VOLUME_COLUMNS", "VOLUME_METHODS", "VOLUME_SUFFIXES", "VolumeConfig"
            "load_volumes", "run_volume_unit"]
 
 #: ``noisy`` is the reference row (the noisy volume itself); ``bm4d`` runs only when its package is installed.
-VOLUME_METHODS = ("noisy", "planes", "octree", "skimage-3d", "bm4d")
+VOLUME_METHODS = ("noisy", "planes", "octree", "skimage-3d", "nonlocal", "bm4d")
 VOLUME_COLUMNS = ("volume", "noise", "sigma", "peak", "read_noise", "draw", "method", "psnr", "cpu_seconds",
                   "wall_seconds")
 #: Files read as volumes (TIFF through tifffile, NumPy arrays); zarr stores are recognised as folders too.
@@ -314,11 +314,12 @@ def _warm_up(setting: tuple) -> None:
     """
     if setting in _WARMED:
         return
-    from ..denoise import denoise_wavelet_tree
+    from ..denoise import denoise_nonlocal_tree, denoise_wavelet_tree
 
     tiny = np.random.default_rng(0).random((8, 32, 32))
     for axes in (None, (0, 1, 2)):
         denoise_wavelet_tree(tiny, axes=axes, cycle_spins=2, **_restore_noise(setting))
+    denoise_nonlocal_tree(tiny, axes=(0, 1, 2), **_restore_noise(setting))
     _WARMED.add(setting)
 
 
@@ -355,10 +356,10 @@ def run_volume_unit(clean: np.ndarray, name: str, volume_index: int, setting: tu
         running the unit (all its threads); the warm-up of restore's kernels
         is not counted.
     """
-    from ..denoise import denoise_wavelet_tree
+    from ..denoise import denoise_nonlocal_tree, denoise_wavelet_tree
 
     y = _noisy(clean, volume_index, setting, draw, config.seed)
-    if method in ("planes", "octree"):
+    if method in ("planes", "octree", "nonlocal"):
         _warm_up(setting)
     c0, w0 = time.process_time(), time.perf_counter()
     if method == "noisy":
@@ -367,6 +368,8 @@ def run_volume_unit(clean: np.ndarray, name: str, volume_index: int, setting: tu
         out = denoise_wavelet_tree(y, cycle_spins=config.cycle_spins, **_restore_noise(setting))
     elif method == "octree":
         out = denoise_wavelet_tree(y, axes=(0, 1, 2), cycle_spins=config.cycle_spins, **_restore_noise(setting))
+    elif method == "nonlocal":  # its own parameters (no cycle spins): the noise model as the octree's
+        out = denoise_nonlocal_tree(y, axes=(0, 1, 2), **_restore_noise(setting))
     elif method == "skimage-3d":
         out = _through_anscombe(_skimage_3d, y, setting)
     else:  # bm4d
@@ -428,12 +431,14 @@ def evaluate_volumes(
     * ``planes``: :func:`restore.denoise_wavelet_tree` plane by plane (its
       default axes), with ``cycle_spins``;
     * ``octree``: the same with ``axes=(0, 1, 2)`` (one 3-D transform);
+    * ``nonlocal``: :func:`restore.denoise_nonlocal_tree` with
+      ``axes=(0, 1, 2)`` (groups of similar cubes), its own parameters;
     * ``skimage-3d``: :func:`skimage.restoration.denoise_wavelet` on the
       volume, sym4, 3 levels, BayesShrink, soft, ``rescale_sigma=True``;
     * ``bm4d``: ``bm4d.bm4d`` at the true sigma, when the ``bm4d`` package
       is installed (otherwise skipped, with a note in ``table.md``).
 
-    Under Poisson-Gaussian noise restore's methods take
+    Under Poisson-Gaussian noise restore's three methods take
     ``noise='poisson-gaussian'`` with the true gain (``1 / peak``) and read
     noise; scikit-image and BM4D denoise the generalized Anscombe transform
     at sigma 1 and come back through its closed-form unbiased inverse
@@ -467,7 +472,7 @@ def evaluate_volumes(
         combined with every read noise.
     methods : sequence of str
         Among ``'noisy'``, ``'planes'``, ``'octree'``, ``'skimage-3d'``,
-        ``'bm4d'``.
+        ``'nonlocal'``, ``'bm4d'``.
     n_draws : int
         Noise draws per volume and setting (default 1: BM4D takes minutes
         per draw on a 32 x 256 x 256 volume).
