@@ -7,10 +7,12 @@ first pixel); the origins of an axis of length ``n`` with patches of ``p``
 are ``0 .. n - p``.
 
 Similarity is the squared Euclidean distance between *features* of the
-patches, an array ``F`` of shape (n0, n1, d, n2) over the origins: the
-patch's pixels, or (as the non-local method uses it) the leading
-coefficients of an orthonormal patch transform of a denoised guide, whose
-distances approach the pixel distances with far fewer terms.
+patches, an array ``F`` of shape (n0, n1, d, n2) over the origins (the
+features of each origin along ``d``, origins of the last axis side by side
+so that a row of candidates is compared at once, vectorised): the patch's
+pixels, or (as the non-local method uses them) the coefficients of an
+orthonormal patch transform, whose distances are the pixel distances (or,
+keeping the leading ones only, approach them with fewer terms).
 
 The kernels use the flags of :mod:`restore._config` (``cache=True``,
 ``nogil=True``: callers run them on their own threads).
