@@ -15,7 +15,7 @@ def _shift_groups(n_shifts: int, ndim: int = 2) -> list[list[tuple[int, ...]]]:
     """The shifts in groups of one per thread: each group is shrunk as one batch (one row per thread)."""
     shifts = _shifts(n_shifts, ndim)
     k = default_num_threads()
-    return [shifts[i:i + k] for i in range(0, n_shifts, k)]
+    return [shifts[i:i + k] for i in range(0, len(shifts), k)]
 
 
 def _shrink_steps(n_shifts: int) -> int:
@@ -32,7 +32,7 @@ def _denoise_plane(plane: np.ndarray, lam: float, penalty: str, plan: _Plan, pen
     (:meth:`._transform._Plan.coeff_var`) before the prox, multiplied back after.
     """
     step = steps if steps is not None else (lambda: None)
-    acc = None
+    acc, n_done = None, 0
     for group in _shift_groups(n_shifts, len(plan.shape)):
         C = np.empty((len(group), plan.n_coeffs))
         scale = None if var_map is None else np.empty_like(C)
@@ -50,8 +50,9 @@ def _denoise_plane(plane: np.ndarray, lam: float, penalty: str, plan: _Plan, pen
         for row, s in zip(C, group, strict=True):
             rec = plan.inverse(row, s)
             acc = rec if acc is None else acc + rec
+            n_done += 1
             step()
-    return acc / n_shifts if n_shifts > 1 else acc
+    return acc / n_done if n_done > 1 else acc
 
 
 # The empirical Wiener stage: passes in other bases than the tree's db3, each taking the previous estimate as its
@@ -60,6 +61,12 @@ def _denoise_plane(plane: np.ndarray, lam: float, penalty: str, plan: _Plan, pen
 # the choices and their gains are measured by ``benchmarks/bench_volume.py --part choices``.
 _WIENER_PASSES = (("haar", 0.5), ("db2", 2.0))  # (wavelet, shifts per cycle spin)
 _PILOT_SPINS = 0.25  # shifts of the tree pilot per cycle spin when the Wiener stage follows
+
+
+# Shifts of the last Wiener pass on volumes, at least: its second shift, by one sample along every axis, gives even
+# and odd planes the same treatment (with one shift, a dyadic transform along z favours one parity, and planes
+# alternate in quality: flicker when a stack is viewed plane by plane), for one more transform pair.
+_MIN_LAST_SHIFTS_3D = 2
 
 
 def _wiener_shifts(n_shifts: int, spins: float) -> int:
@@ -82,7 +89,10 @@ def _wiener_passes(plan: _Plan, n_shifts: int) -> list[tuple[_Plan, int]]:
 
     Same padding, levels and layout in the other bases: no tree is needed there.
     """
-    return [(replace(plan, wavelet=w), _wiener_shifts(n_shifts, k)) for w, k in _WIENER_PASSES]
+    passes = [(replace(plan, wavelet=w), _wiener_shifts(n_shifts, k)) for w, k in _WIENER_PASSES]
+    if len(plan.shape) == 3 and passes[-1][1] < _MIN_LAST_SHIFTS_3D:
+        passes[-1] = (passes[-1][0], _MIN_LAST_SHIFTS_3D)
+    return passes
 
 
 def _tree_shifts(n_shifts: int, wiener: bool) -> int:
@@ -108,7 +118,8 @@ def _wiener_plane(plane: np.ndarray, pilot: np.ndarray, sigma: float, plan: _Pla
     step = steps if steps is not None else (lambda: None)
     acc = None
     s2 = float(sigma) ** 2
-    for s in _shifts(n_shifts, len(plan.shape)):
+    shifts = _shifts(n_shifts, len(plan.shape))
+    for s in shifts:
         c = plan.forward(plane, s)
         p = plan.forward(pilot, s)
         step()
@@ -122,4 +133,4 @@ def _wiener_plane(plane: np.ndarray, pilot: np.ndarray, sigma: float, plan: _Pla
         rec = plan.inverse(c * gain, s)
         acc = rec if acc is None else acc + rec
         step()
-    return acc / n_shifts if n_shifts > 1 else acc
+    return acc / len(shifts) if len(shifts) > 1 else acc
