@@ -49,23 +49,31 @@ def patch_features(L, o0a, o0b, p, step, out):
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def _transform_rows(X, K, tmp, n, k, p):
-    """X[i, m] <- K X[i, m] K^T for each patch (p x p) m of each row i < n (K: (p, p))."""
+def _transform_rows(X, K, KT, tmp, n, k, p):
+    """X[i, m] <- K X[i, m] K^T for each patch (p x p) m of each row i < n (``KT`` is K's transpose).
+
+    Both products run with their innermost loop along contiguous rows (so
+    that it vectorises).
+    """
+    q = p * p
     for i in range(n):
+        x = X[i]
         for m in range(k):
-            base = m * p * p
+            base = m * q
+            for j in range(q):
+                tmp[j] = 0.0
             for a in range(p):  # tmp = K P
-                for c in range(p):
-                    s = 0.0
-                    for t in range(p):
-                        s += K[a, t] * X[i, base + t * p + c]
-                    tmp[a * p + c] = s
-            for a in range(p):  # P' = tmp K^T
-                for b in range(p):
-                    s = 0.0
-                    for t in range(p):
-                        s += tmp[a * p + t] * K[b, t]
-                    X[i, base + a * p + b] = s
+                for t in range(p):
+                    kat = K[a, t]
+                    for c in range(p):
+                        tmp[a * p + c] += kat * x[base + t * p + c]
+            for j in range(q):
+                x[base + j] = 0.0
+            for a in range(p):  # P' = tmp K^T: row a of P' is sum_t tmp[a, t] * row t of K^T
+                for t in range(p):
+                    v = tmp[a * p + t]
+                    for b in range(p):
+                        x[base + a * p + b] += v * KT[t, b]
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
@@ -111,8 +119,8 @@ def code_groups(U, known, F, soff, refs, h, k, A, AT, perm, own_ptr, node_end, p
     (H, W) uint8 the data's support, ``F`` the features of the origins whose
     first index starts at ``soff`` (:func:`patch_features`), ``h`` the half
     search window. Each channel of a group is coded by ``n_inner`` steps of
-    iterative shrinkage (step 1: the transforms are orthonormal and the
-    mask a projection) from the estimate: transform, prox of ``lam`` times
+    FISTA (step 1: the transforms are orthonormal and the mask a
+    projection) from the estimate: transform, prox of ``lam`` times
     the tree-l2 norm, inverse, known pixels put back. The last
     reconstruction is added, times ``win`` and the group's weight
     (``1 / (1 + nonzeros of channel 0)``, as BM3D), into ``bnum`` (C, bh, bw)
@@ -129,6 +137,7 @@ def code_groups(U, known, F, soff, refs, h, k, A, AT, perm, own_ptr, node_end, p
     X = np.empty((n, kq))
     X0 = np.empty((n, kq)) if debias else np.empty((0, kq))
     Y = np.empty((n, kq))
+    R = np.empty((n, kq))  # the previous reconstruction (FISTA)
     Kn = np.empty((n, kq), dtype=np.uint8)
     tmp = np.empty(max(kq, q))
     lams = np.full(n, lam)
@@ -152,8 +161,12 @@ def code_groups(U, known, F, soff, refs, h, k, A, AT, perm, own_ptr, node_end, p
                         v = U[ch, r0 + a, c0 + b]
                         X[i, m * q + a * p + b] = v
                         Y[i, m * q + a * p + b] = v
+        t = 1.0
+        for i in range(n):
+            for j in range(kq):
+                R[i, j] = X[i, j]
         for it in range(n_inner):
-            _transform_rows(X, A, tmp, n, k, p)
+            _transform_rows(X, A, AT, tmp, n, k, p)
             _haar_rows(X, n, k, q, tmp, False)
             if debias:
                 X0[:, :] = X
@@ -171,12 +184,19 @@ def code_groups(U, known, F, soff, refs, h, k, A, AT, perm, own_ptr, node_end, p
                             nnz += 1
                     w[i] = 1.0 / (1.0 + nnz)
             _haar_rows(X, n, k, q, tmp, True)
-            _transform_rows(X, AT, tmp, n, k, p)
-            if it < n_inner - 1:
+            _transform_rows(X, AT, A, tmp, n, k, p)
+            if it < n_inner - 1:  # FISTA's extrapolation, then the known pixels put back
+                t_next = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
+                beta = (t - 1.0) / t_next
+                t = t_next
                 for i in range(n):
                     for j in range(kq):
+                        r = X[i, j]
                         if Kn[i, j]:
                             X[i, j] = Y[i, j]
+                        else:
+                            X[i, j] = r + beta * (r - R[i, j])
+                        R[i, j] = r
         for i in range(n):
             for m in range(k):
                 r0, c0 = idx[i, m, 0] + soff - b0, idx[i, m, 2] - b1

@@ -60,18 +60,24 @@ class GroupSettings:
         magnitude 1 to 2).
     n_passes : int
         Passes.
+    debias : bool
+        Give the coefficients the prox keeps back their values before shrinkage.
+    keep : float
+        Weight of the estimate before a pass against the pass's average (weight 1): damps passes where the
+        groups' consensus drags in structure that is not there (faces, no repeats).
     """
 
     patch: int = 8
     k: int = 8
     window: int = 21
-    stride: int = 4
+    stride: int = 8
     step: int = 1
-    n_inner: int = 2
+    n_inner: int = 4
     bands: int = 2
     lams: tuple[float, float] = (0.003, 0.001)
     n_passes: int = 3
     debias: bool = False
+    keep: float = 0.5
 
 
 def colour_basis(n_ch: int) -> np.ndarray:
@@ -155,7 +161,8 @@ def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: lis
         dflat = den.reshape(-1)[idx]
         ok = dflat > 0
         for ch in range(U.shape[0]):
-            U[ch].reshape(-1)[idx[ok]] = num[ch].reshape(-1)[idx[ok]] / dflat[ok]
+            u = U[ch].reshape(-1)
+            u[idx[ok]] = (num[ch].reshape(-1)[idx[ok]] / dflat[ok] + s.keep * u[idx[ok]]) / (1.0 + s.keep)
     return U
 
 
