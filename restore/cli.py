@@ -202,46 +202,38 @@ def _check_settings(args: argparse.Namespace, img: Any, axes: tuple[int, ...], s
                          gain=(1.0 if args.gain is None else args.gain / scale) if photon else None)
 
 
-def _noise_options(args: argparse.Namespace, scale: float, sample: Any, channel_axis: int | None,
-                   pooled: bool, where: str = "") -> dict:
-    """The noise model, gain, sigma and lam in the library's units; estimates of what is missing, printed.
+def _estimating(args: argparse.Namespace) -> bool:
+    """Whether the library would estimate the noise on the whole image: to choose its model, or gain and read noise."""
+    return args.sigma is None or (args.noise == "poisson-gaussian" and args.gain is None)
 
-    ``sample`` is what the library would estimate on (the image, or a part
-    of a store); ``pooled``: one estimate for all of it (a plane, a volume,
-    a store), else one per plane or colour channel, which the library makes
-    itself (printed here, not passed on).
+
+def _noise_options(args: argparse.Namespace, scale: float, sample: Any, channel_axis: int | None,
+                   where: str = "") -> dict:
+    """The noise, gain, sigma and lam in the library's units; what is left to estimate, estimated once and printed.
+
+    ``sample`` is what the library would estimate on (the image, or the
+    central part of a store it reads). :func:`restore.estimate_noise` runs
+    once on it with ``--noise`` (``auto``: the noise-level function chooses
+    the model), its one line is printed in the file's units, and the
+    estimate is passed on as ``noise``: the library uses it without
+    estimating again (under Gaussian noise it estimates sigma on each plane
+    or volume and channel, as with ``--noise gaussian``).
     """
     import numpy as np
 
-    from . import estimate_noise, estimate_sigma
+    from . import estimate_noise
 
-    photon = args.noise == "poisson-gaussian"
     _check_gain(args)
-    gain = None if args.gain is None else args.gain / scale
-    sigma = None if args.sigma is None else args.sigma / scale
+    noise: Any = args.noise
+    if _estimating(args):
+        noise = estimate_noise(sample if channel_axis is None else np.moveaxis(sample, channel_axis, 0),
+                               noise=args.noise)
+        print(f"estimated noise{where} (pixel units): {noise.describe(scale)}")
     # with photon noise a numeric lam is in the stabilised units of the Anscombe transform, not the file's
+    photon = getattr(noise, "noise", noise) == "poisson-gaussian"
     lam = args.lam if isinstance(args.lam, str) or args.lam is None or photon else args.lam / scale
-    if photon and (gain is None or sigma is None):
-        est = estimate_noise(sample if channel_axis is None else np.moveaxis(sample, channel_axis, 0),
-                             noise="poisson-gaussian")
-        if gain is None and not est.gain > 0:
-            raise ValueError("could not estimate a gain > 0 from the image (its noise does not grow with its "
-                             "level): give --gain, or use --noise gaussian")
-        gain = est.gain if gain is None else gain
-        sigma = est.sigma if sigma is None else sigma
-        print(f"estimated noise{where}: gain {gain * scale:.4g} per photon, read noise sigma {sigma * scale:.4g} "
-              "(pixel units)")
-    elif not photon and sigma is None:
-        if pooled:
-            sigma = float(estimate_sigma(sample))
-            print(f"estimated noise{where}: sigma {sigma * scale:.4g} (pixel units)")
-        elif channel_axis is not None:
-            est = np.atleast_1d(estimate_sigma(sample, channel_axis=channel_axis)) * scale
-            print(f"estimated noise{where}: sigma {', '.join(f'{v:.4g}' for v in est)} (pixel units, per channel)")
-        else:
-            est = np.array([estimate_sigma(p) for p in sample]) * scale
-            print(f"estimated noise{where}: sigma {est.min():.4g} to {est.max():.4g} (pixel units, per plane)")
-    return {"noise": args.noise, "gain": gain, "sigma": sigma, "lam": lam}
+    return {"noise": noise, "gain": None if args.gain is None else args.gain / scale,
+            "sigma": None if args.sigma is None else args.sigma / scale, "lam": lam}
 
 
 def _tree_options(args: argparse.Namespace) -> dict:
@@ -273,8 +265,7 @@ def cmd_denoise(args: argparse.Namespace) -> int:
         (img, scale), alpha, channel_axis = _to_float(raw), None, None
     else:
         img, scale, alpha, channel_axis = _split_alpha(raw)
-    noise = _noise_options(args, scale, img, channel_axis, pooled=channel_axis is None and (img.ndim == 2 or
-                                                                                            args.volume))
+    noise = _noise_options(args, scale, img, channel_axis)
     out = denoise_wavelet_tree(img, axes=(0, 1, 2) if args.volume else None, channel_axis=channel_axis,
                                **_tree_options(args), **noise)
     write_image(dst, _with_alpha(out, raw, scale, alpha), tiff=info)
@@ -342,7 +333,7 @@ def _denoise_lazy(args: argparse.Namespace, src: Any, dst_path: Path) -> int:
         raise ValueError(f"--volume needs three spatial axes, {str(src.path)!r} has {len(spatial)} (shape "
                          f"{data.shape})")
     axes = tuple(spatial[-need:])
-    estimating = args.sigma is None or (args.noise == "poisson-gaussian" and args.gain is None)
+    estimating = _estimating(args)
     channels = [a for a in src.axes_of("channel") if data.shape[a] > 1]
     if estimating and channels:
         raise ValueError(f"{str(src.path)!r} has {data.shape[channels[0]]} channels, whose noise differs: give "
@@ -351,7 +342,7 @@ def _denoise_lazy(args: argparse.Namespace, src: Any, dst_path: Path) -> int:
     _check_settings(args, img, axes, scale)
     sample = noise_sample(img, axes) if estimating else None
     where = f" (on {sample.size} central voxels)" if estimating else ""
-    noise = _noise_options(args, scale, sample, None, pooled=True, where=where)
+    noise = _noise_options(args, scale, sample, None, where=where)
     out = _from_float(denoise_wavelet_tree(img, axes=axes, **_tree_options(args), **noise), data, scale)
     if is_zarr(dst):
         write_zarr(dst, out, src, source=str(src.path), scheduler=args.scheduler, progress=not args.quiet)
@@ -488,6 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
     # choices and defaults from the library's source, not its modules: --help imports no numba, SciPy or sklearn
     STREAM_VOXELS = constant("restore._stores", "STREAM_VOXELS")
     NOISE_MODELS = constant("restore._config", "NOISE_MODELS")
+    NOISE_CHOICES = constant("restore._config", "NOISE_CHOICES")
     VOLUME_METHODS = constant("restore.evaluate.volume", "VOLUME_METHODS")
     PENALTIES = constant("restore.proximal", "PENALTIES")
     TREE_PENALTIES = constant("restore.proximal", "TREE_PENALTIES")
@@ -506,8 +498,9 @@ def build_parser() -> argparse.ArgumentParser:
                                   "across (OME scales and units, TIFF resolution and ImageJ spacing)")
     d.add_argument("--volume", action="store_true",
                    help="the last three spatial axes are one volume, denoised in 3-D (default: plane by plane)")
-    d.add_argument("--noise", choices=NOISE_MODELS, default=_default(*_DENOISE, "noise"),
-                   help="noise model (default: %(default)s); poisson-gaussian is photon noise plus read noise")
+    d.add_argument("--noise", choices=NOISE_CHOICES, default=_default(*_DENOISE, "noise"),
+                   help="noise model (default: %(default)s, chosen from how the noise grows with brightness; "
+                        "the choice is printed); poisson-gaussian is photon noise plus read noise")
     d.add_argument("--gain", type=_arg_type("gain", check_number, float, min=0.0, strict=True), default=None,
                    help="poisson-gaussian: pixel units per photon; estimated if omitted")
     d.add_argument("--sigma", type=_number("sigma"), default=None,

@@ -1,0 +1,183 @@
+"""One noise model everywhere (issue 28): ``noise="auto"`` by default, decided once by the noise-level function.
+
+The library decides between Gaussian and Poisson-Gaussian noise with
+:func:`restore.estimate_noise` and accepts its result as ``noise=``; the CLI
+estimates once, prints the one line and passes the estimate on.
+"""
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import restore
+from restore import NoiseEstimate, denoise_nonlocal_tree, denoise_wavelet_tree, estimate_noise
+from restore.cli import main
+from restore.evaluate import poisson_gaussian_noise
+
+tifffile = pytest.importorskip("tifffile")
+
+DATA = Path(__file__).resolve().parent / "data"
+PEAK, READ = 20.0, 0.01  # photons where the nuclei are brightest, read noise (image units)
+
+
+def psnr(x, ref):
+    return 10 * np.log10(1.0 / np.mean((np.asarray(x, float) - ref) ** 2))
+
+
+@pytest.fixture(scope="module")
+def clean():
+    v = np.load(DATA / "nuclei_16x64x64.npz")["volume"].astype(np.float64)
+    return v / v.max()
+
+
+@pytest.fixture(scope="module")
+def photons(clean):
+    """The nuclei under photon noise: a fluorescence volume as a camera gives it (no offset)."""
+    return poisson_gaussian_noise(clean, peak=PEAK, read_noise=READ, rng=0)
+
+
+@pytest.fixture(scope="module")
+def photo():
+    from skimage import data
+
+    clean = data.camera()[:128, :128] / 255.0
+    return clean, clean + 0.1 * np.random.default_rng(1).standard_normal(clean.shape)
+
+
+# ---------------------------------------------------------------------------
+# The library
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("denoise", [denoise_wavelet_tree, denoise_nonlocal_tree])
+def test_auto_is_the_default_and_finds_photon_noise_in_a_fluorescence_volume(denoise, photons, clean, caplog):
+    est = estimate_noise(photons)
+    assert est.noise == "poisson-gaussian"
+    with caplog.at_level(logging.INFO, logger="restore.denoise"):
+        auto = denoise(photons, axes=(0, 1, 2))
+    said = [r.getMessage() for r in caplog.records if r.name == "restore.denoise"]
+    assert len(said) == 1 and est.describe() in said[0]  # the choice and its parameters, one line
+    explicit = denoise(photons, axes=(0, 1, 2), noise="poisson-gaussian", gain=est.gain, sigma=est.sigma)
+    np.testing.assert_allclose(auto, explicit, rtol=0, atol=1e-12)
+    gaussian = denoise(photons, axes=(0, 1, 2), noise="gaussian")
+    assert psnr(auto, clean) > psnr(gaussian, clean) + 0.3
+
+
+@pytest.mark.parametrize("denoise", [denoise_wavelet_tree, denoise_nonlocal_tree])
+def test_an_estimate_passed_as_noise_is_used_as_is_without_a_second_estimate(denoise, photons, photo, monkeypatch,
+                                                                              caplog):
+    est = estimate_noise(photons)
+    y = photo[1]
+    gauss = estimate_noise(y)
+    want = denoise(photons, axes=(0, 1, 2), noise="poisson-gaussian", gain=est.gain, sigma=est.sigma)
+    want_photo = denoise(y, noise="gaussian")
+
+    def no_second(*args, **kwargs):
+        raise AssertionError("estimated again")
+
+    monkeypatch.setattr(restore.noise, "estimate_noise", no_second)
+    monkeypatch.setattr("restore.denoise._noise_model.estimate_noise", no_second)
+    with caplog.at_level(logging.INFO, logger="restore.denoise"):
+        got = denoise(photons, axes=(0, 1, 2), noise=est)
+    assert any(est.describe() in r.getMessage() for r in caplog.records)
+    np.testing.assert_array_equal(got, want)
+    # a Gaussian estimate: the model, sigma per plane and channel as noise='gaussian' (the whole's is not forced)
+    np.testing.assert_array_equal(denoise(y, noise=gauss), want_photo)
+    # parameters given with it take precedence, as with the named model
+    np.testing.assert_array_equal(denoise(y, noise=gauss, sigma=0.1), denoise(y, noise="gaussian", sigma=0.1))
+
+
+@pytest.mark.parametrize("denoise", [denoise_wavelet_tree, denoise_nonlocal_tree])
+def test_gaussian_noise_on_a_photo_stays_gaussian_and_unchanged(denoise, photo, caplog):
+    clean, y = photo
+    assert estimate_noise(y).noise == "gaussian"
+    with caplog.at_level(logging.INFO, logger="restore.denoise"):
+        auto = denoise(y)
+    assert any("Gaussian noise" in r.getMessage() for r in caplog.records if r.name == "restore.denoise")
+    np.testing.assert_array_equal(auto, denoise(y, noise="gaussian"))
+    rgb = np.stack([y, y[::-1], y[:, ::-1]], axis=-1)
+    np.testing.assert_array_equal(denoise(rgb, channel_axis=-1), denoise(rgb, channel_axis=-1, noise="gaussian"))
+
+
+def test_choose_lam_follows_the_same_default():
+    rng = np.random.default_rng(2)
+    img = np.clip(rng.random((64, 64)), 0, 1)
+    y = img + 0.05 * rng.standard_normal(img.shape)
+    choice = restore.choose_lam(y)
+    np.testing.assert_array_equal(denoise_wavelet_tree(y, lam=choice), denoise_wavelet_tree(y))
+
+
+def test_small_planes_default_to_gaussian_without_an_estimate():
+    """Planes under 8 x 8 hold too little to estimate the model from: auto is Gaussian, as before."""
+    y = np.random.default_rng(0).random((6, 6))
+    np.testing.assert_array_equal(denoise_wavelet_tree(y, level=1), denoise_wavelet_tree(y, level=1, noise="gaussian"))
+
+
+def test_dask_arrays_estimate_the_model_once_on_the_sample(photons):
+    da = pytest.importorskip("dask.array")
+    lazy = denoise_wavelet_tree(da.from_array(photons, chunks=(16, 32, 32)), axes=(0, 1, 2))
+    est = estimate_noise(photons)  # the sample of this small volume is the whole volume
+    ref = denoise_wavelet_tree(da.from_array(photons, chunks=(16, 32, 32)), axes=(0, 1, 2),
+                               noise="poisson-gaussian", gain=est.gain, sigma=est.sigma)
+    np.testing.assert_array_equal(lazy.compute(), ref.compute())
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"noise": "poison"}, r"noise.*'poison'.*auto.*gaussian.*poisson-gaussian"),
+    ({"noise": 3}, r"noise.*3.*auto"),
+    ({"gain": 0.1}, r"gain=0\.1 applies to noise='poisson-gaussian' only, got noise='auto'"),
+    ({"noise": NoiseEstimate("gaussian", 0.1), "gain": 0.1}, r"gain=0\.1 applies to noise='poisson-gaussian' only"),
+    ({"noise": NoiseEstimate("poisson-gaussian", 0.01, 0.0)}, r"(?i)noise=.*gain 0.*give gain"),
+    ({"noise": NoiseEstimate("cauchy", 0.1)}, r"noise=.*'cauchy'.*gaussian.*poisson-gaussian"),
+])
+def test_noise_errors_name_the_parameter_its_value_and_what_is_allowed(kwargs, message):
+    y = np.random.default_rng(0).random((32, 32))
+    for denoise in (denoise_wavelet_tree, denoise_nonlocal_tree):
+        with pytest.raises(ValueError, match=message):
+            denoise(y, **kwargs)
+
+
+# ---------------------------------------------------------------------------
+# The command line: the issue's case
+# ---------------------------------------------------------------------------
+
+
+def _counts(x):
+    """A camera's 16-bit counts (10000 per image unit), clipped at 0 as a camera clips its read noise."""
+    return np.clip(np.rint(x * 10000), 0, 65535).astype(np.uint16)
+
+
+def test_cli_finds_photon_noise_in_a_volume_without_being_told(photons, clean, tmp_path, capsys):
+    src = tmp_path / "vol.tif"
+    tifffile.imwrite(src, _counts(photons))
+    runs = {}
+    for name, extra in (("auto", []), ("poisson-gaussian", ["--noise", "poisson-gaussian"]),
+                        ("gaussian", ["--noise", "gaussian"])):
+        out = tmp_path / f"{name}.tif"
+        assert main(["denoise", str(src), str(out), "--volume", "--quiet", *extra]) == 0
+        runs[name] = (psnr(tifffile.imread(out) / 10000, clean), capsys.readouterr().out)
+    (auto, said), (explicit, _), (gaussian, _) = runs["auto"], runs["poisson-gaussian"], runs["gaussian"]
+    assert abs(auto - explicit) < 0.1 and auto > gaussian + 2.0
+    line = [ln for ln in said.splitlines() if "noise" in ln and "gain" in ln]
+    assert len(line) == 1 and "Poisson-Gaussian" in line[0] and "chosen" in line[0]
+    # in the file's units: about 10000 / PEAK counts per photon
+    gain = float(line[0].split("gain ")[1].split()[0])
+    assert 0.5 * 10000 / PEAK < gain < 2 * 10000 / PEAK
+
+
+def test_cli_keeps_a_gaussian_photo_gaussian_and_unchanged(photo, tmp_path, capsys):
+    from skimage import io
+
+    src = tmp_path / "photo.png"
+    io.imsave(src, np.clip(np.rint(photo[1] * 255), 0, 255).astype(np.uint8), check_contrast=False)
+    auto, gauss = tmp_path / "auto.png", tmp_path / "gauss.png"
+    assert main(["denoise", str(src), str(auto), "--quiet"]) == 0
+    said = capsys.readouterr().out
+    assert main(["denoise", str(src), str(gauss), "--quiet", "--noise", "gaussian"]) == 0
+    np.testing.assert_array_equal(io.imread(auto), io.imread(gauss))
+    line = [ln for ln in said.splitlines() if "Gaussian noise" in ln]
+    assert len(line) == 1 and "chosen" in line[0]
+    sigma = float(line[0].split("sigma ")[1].split()[0].rstrip(";"))
+    assert 20 < sigma < 32  # 0.1 in 8-bit units, in the file's units
