@@ -38,11 +38,10 @@ _TREE_KERNELS = {
     "tree_l0": (_core.prox_tree_l0, (2, 1)),
 }
 # The kernels walking the regular trees of wavelet transforms by index arithmetic, with their rows of float
-# scratch space.
+# scratch space (tree_linf's subtree sweeps run faster on the general depth-first layout).
 _REGULAR_KERNELS = {
     "tree_l2": (_core_regular.prox_regular_tree_l2, 1),
     "tree_l0": (_core_regular.prox_regular_tree_l0, 2),
-    "tree_linf": (_core_regular.prox_regular_tree_linf, 3),
 }
 _VALUE_KIND = {"tree_l2": 0, "tree_linf": 1, "tree_l0": 2}
 
@@ -101,10 +100,6 @@ def _run_tree_kernel(kernel, X, r0, r1, flat, lams, rows: tuple[int, int]) -> No
 
 
 def _run_regular_kernel(kernel, X, r0, r1, regular, lams, n_work: int) -> None:
-    if n_work == 3:  # tree_linf: and integer scratch (vanished flags, candidates, its sweep's stack)
-        work, iwork = _workspace(X.shape[1], (3, 2))
-        kernel(X, r0, r1, *regular, lams, work, iwork)
-        return
     work, _ = _workspace(X.shape[1], (n_work, 0))
     kernel(X, r0, r1, *regular, lams, work[0] if n_work == 1 else work)
 
