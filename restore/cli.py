@@ -82,6 +82,54 @@ def _lam_arg(text: str) -> float | str:
         raise argparse.ArgumentTypeError(f"lam must be 'sure', 'rule' or a number >= 0, got {text!r}") from None
 
 
+#: ``restore denoise --method``: the library function of each method.
+DENOISE_METHODS = {"wavelet": "denoise_wavelet_tree", "nonlocal": "denoise_nonlocal_tree"}
+
+
+class _WaveletOption(argparse.Action):
+    """An option of the wavelet method: stored (``const`` for a flag), and noted in ``namespace.wavelet_given``.
+
+    So it is refused with another method only when the user gave it
+    (comparing with its default would miss ``--penalty tree_l2``); argparse
+    passes the full option name, also for an abbreviation.
+    """
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+        namespace.wavelet_given = [*getattr(namespace, "wavelet_given", []), option_string]
+
+
+class _WaveletSwitch(argparse.BooleanOptionalAction):
+    """A ``--x/--no-x`` option of the wavelet method, noted as :class:`_WaveletOption` notes."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        super().__call__(parser, namespace, values, option_string)
+        namespace.wavelet_given = [*getattr(namespace, "wavelet_given", []), option_string]
+
+
+def _check_method(args: argparse.Namespace) -> None:
+    """Refuse, before any work, an option of the wavelet method given with another method (the first one typed)."""
+    given = getattr(args, "wavelet_given", [])
+    if args.method != "wavelet" and given:
+        raise ValueError(f"{given[0]} applies to --method wavelet only, not to --method {args.method} (which sets "
+                         "its own; --sigma, --noise and --gain apply to both)")
+
+
+def _denoiser(args: argparse.Namespace, noise: dict) -> tuple[Callable[..., Any], dict]:
+    """The library function of ``--method`` and its keyword arguments: the method's options and ``noise``'s.
+
+    lam is the wavelet method's: the non-local method sets its own from the
+    noise level.
+    """
+    import restore
+
+    if args.method == "wavelet":
+        return restore.denoise_wavelet_tree, {**_tree_options(args), **noise}
+    return getattr(restore, DENOISE_METHODS[args.method]), {k: v for k, v in noise.items() if k != "lam"}
+
+
 # ---------------------------------------------------------------------------
 # Pixels: the file's units and the library's floats
 # ---------------------------------------------------------------------------
@@ -193,13 +241,12 @@ def _check_settings(args: argparse.Namespace, img: Any, axes: tuple[int, ...], s
 
     What is still to estimate (sigma, gain) stands in as 1.
     """
-    from . import denoise_wavelet_tree
-
     _check_gain(args)
     photon = args.noise == "poisson-gaussian"
-    denoise_wavelet_tree(img, axes=axes, **_tree_options(args), noise=args.noise, lam=args.lam,
-                         sigma=1.0 if args.sigma is None else args.sigma / scale,
-                         gain=(1.0 if args.gain is None else args.gain / scale) if photon else None)
+    denoise, kwargs = _denoiser(args, {"noise": args.noise, "lam": args.lam,
+                                       "sigma": 1.0 if args.sigma is None else args.sigma / scale,
+                                       "gain": (1.0 if args.gain is None else args.gain / scale) if photon else None})
+    denoise(img, axes=axes, **kwargs)
 
 
 def _estimating(args: argparse.Namespace) -> bool:
@@ -244,11 +291,11 @@ def _tree_options(args: argparse.Namespace) -> dict:
 def cmd_denoise(args: argparse.Namespace) -> int:
     from ._stores import is_zarr, streams
 
+    _check_method(args)
     if is_zarr(args.input) or is_zarr(args.output) or streams(args.input):
         return _denoise_store(args)
     if args.scheduler is not None:
         raise ValueError(f"--scheduler runs zarr stores (IN and OUT ending in .zarr), not {str(args.input)!r}")
-    from . import denoise_wavelet_tree
     from ._files import check_output, read_image, tiff_info, write_image
 
     src = Path(args.input)
@@ -266,8 +313,8 @@ def cmd_denoise(args: argparse.Namespace) -> int:
     else:
         img, scale, alpha, channel_axis = _split_alpha(raw)
     noise = _noise_options(args, scale, img, channel_axis)
-    out = denoise_wavelet_tree(img, axes=(0, 1, 2) if args.volume else None, channel_axis=channel_axis,
-                               **_tree_options(args), **noise)
+    denoise, kwargs = _denoiser(args, noise)
+    out = denoise(img, axes=(0, 1, 2) if args.volume else None, channel_axis=channel_axis, **kwargs)
     write_image(dst, _with_alpha(out, raw, scale, alpha), tiff=info)
     print(f"wrote {dst}")
     return 0
@@ -299,7 +346,6 @@ def _denoise_store(args: argparse.Namespace) -> int:
 
 def _denoise_lazy(args: argparse.Namespace, src: Any, dst_path: Path) -> int:
 
-    from . import denoise_wavelet_tree
     from ._files import IMAGEJ_DTYPES, TiffInfo, check_output, tiff_info, tiff_options
     from ._stores import check_zarr_output, is_tiff, is_zarr, noise_sample, tiff_calibration, write_tiff, write_zarr
 
@@ -343,7 +389,8 @@ def _denoise_lazy(args: argparse.Namespace, src: Any, dst_path: Path) -> int:
     sample = noise_sample(img, axes) if estimating else None
     where = f" (on {sample.size} central voxels)" if estimating else ""
     noise = _noise_options(args, scale, sample, None, where=where)
-    out = _from_float(denoise_wavelet_tree(img, axes=axes, **_tree_options(args), **noise), data, scale)
+    denoise, kwargs = _denoiser(args, noise)
+    out = _from_float(denoise(img, axes=axes, **kwargs), data, scale)
     if is_zarr(dst):
         write_zarr(dst, out, src, source=str(src.path), scheduler=args.scheduler, progress=not args.quiet)
     else:
@@ -488,7 +535,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("denoise", help="denoise an image, a stack or a volume",
                        description="Denoise an image (grey or RGB; 8- or 16-bit PNG, TIFF, JPEG, float TIFF), a "
                                    "TIFF stack or a zarr store (a plain array or an OME-Zarr image) by wavelet "
-                                   "tree shrinkage; writes the same bit depth. Zarr stores, and TIFF stacks of "
+                                   "tree shrinkage (--method nonlocal: non-local tree sparsity); writes the same bit "
+                                   "depth. Zarr stores, and TIFF stacks of "
                                    f"more than {STREAM_VOXELS >> 20} M voxels, are read and written chunk by chunk, "
                                    "with memory that does not grow with the number of planes. A zarr store may be "
                                    "written as a TIFF and a TIFF as an OME-Zarr store.")
@@ -498,6 +546,10 @@ def build_parser() -> argparse.ArgumentParser:
                                   "across (OME scales and units, TIFF resolution and ImageJ spacing)")
     d.add_argument("--volume", action="store_true",
                    help="the last three spatial axes are one volume, denoised in 3-D (default: plane by plane)")
+    d.add_argument("--method", choices=list(DENOISE_METHODS), default=next(iter(DENOISE_METHODS)),
+                   help="wavelet: wavelet tree shrinkage, fast; nonlocal: groups of similar patches coded jointly "
+                        "under a tree norm, the best quality at a few times the time; the options --lam to "
+                        "--wiener are the wavelet method's (default: %(default)s)")
     d.add_argument("--noise", choices=NOISE_CHOICES, default=_default(*_DENOISE, "noise"),
                    help="noise model (default: %(default)s, chosen from how the noise grows with brightness; "
                         "the choice is printed); poisson-gaussian is photon noise plus read noise")
@@ -506,23 +558,24 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--sigma", type=_number("sigma"), default=None,
                    help="noise standard deviation in the file's pixel units (e.g. 0-255 for 8-bit), with "
                         "poisson-gaussian the read noise; estimated if omitted (the estimate is printed)")
-    d.add_argument("--lam", type=_lam_arg, default=None,
+    d.add_argument("--lam", type=_lam_arg, default=None, action=_WaveletOption,
                    help="'sure', 'rule' or a number in pixel units (poisson-gaussian: in the units of the "
                         "stabilised image; default: sure for convex penalties)")
-    d.add_argument("--penalty", choices=PENALTIES, default=_default(*_DENOISE, "penalty"),
+    d.add_argument("--penalty", choices=PENALTIES, default=_default(*_DENOISE, "penalty"), action=_WaveletOption,
                    help="penalty on the wavelet tree: tree_l2 and tree_linf are the convex tree norms, tree_l0 "
                         "Donoho's dynamic programme, l1 and l0 soft and hard thresholding (default: %(default)s)")
-    d.add_argument("--wavelet", default=_default(*_DENOISE, "wavelet"),
+    d.add_argument("--wavelet", default=_default(*_DENOISE, "wavelet"), action=_WaveletOption,
                    help="orthogonal PyWavelets wavelet: haar, db2, db3, sym4... (default: %(default)s)")
-    d.add_argument("--level", type=_count("level"), default=None,
+    d.add_argument("--level", type=_count("level"), default=None, action=_WaveletOption,
                    help="decomposition levels (default: down to an approximation of about 16 x 16 pixels on "
                         "planes; with --volume, as many as leave 4 samples on the thinnest axis, at most 3)")
     d.add_argument("--cycle-spins", type=_count("cycle_spins", 0), default=_default(*_DENOISE, "cycle_spins"),
+                   action=_WaveletOption,
                    help="average over this many shifts of the image: better, and that many times slower "
                         "(default: %(default)s, no shift)")
-    d.add_argument("--penalize-approx", action="store_true",
+    d.add_argument("--penalize-approx", action=_WaveletOption, nargs=0, const=True, default=False,
                    help="penalise the approximation band too (default: it is kept as it is)")
-    d.add_argument("--wiener", action=argparse.BooleanOptionalAction, default=_default(*_DENOISE, "wiener"),
+    d.add_argument("--wiener", action=_WaveletSwitch, default=_default(*_DENOISE, "wiener"),
                    help="refine by empirical Wiener filtering (default: on for --volume, off for planes)")
     d.add_argument("--scheduler", default=None, help="zarr: dask.distributed scheduler address, e.g. "
                                                       "tcp://host:8786 (the stores must be visible to its workers)")
