@@ -21,8 +21,12 @@ method). Prints aligned tables; ``--json PATH`` also writes every number.
 
    One row per case (PSNR of each method, ours minus biharmonic, wall times
    from :func:`time.perf_counter`), then the averages per mask kind.
-   Requirements, on the averages over the images: text1: ours >= biharmonic;
-   rand70 and rand90: ours >= biharmonic + 0.5 dB.
+   Requirements (issue 30), on the averages over the images: text1: ours >=
+   biharmonic + 1.0 dB; the average of rand70 and rand90: ours >= biharmonic +
+   1.5 dB; on text masks, ours in at most 5x biharmonic's wall time (same
+   run, warm; CPU times are printed too: the machine may be shared).
+   ``--others`` runs photographs unlike the default ones (barbara, coffee,
+   astronaut, seeding_crop).
 
 2. **Scale** (``--part scale``). ``seeding.png`` (5312 x 2988, 15.9 MP) with
    ``masks/seeding_text04.png`` (7.6 % missing), loaded as float32 in
@@ -89,9 +93,14 @@ ROOT = HERE.parent
 DEFAULT_DATA = HERE.parents[1] / "shared" / "images"
 QUICK_IMAGES = ["kodim23", "monarch"]
 FULL_IMAGES = ["kodim23", "monarch", "tulips", "seeding_crop"]
+# photographs unlike the default ones (issue 30): a textured one, a smooth one, a portrait, a 768x1024 photo
+OTHER_IMAGES = ["barbara", "coffee", "astronaut", "seeding_crop"]
 MASKS = ["text1", "rand70", "rand90"]
-# Requirements on the average over images, per mask kind: ours - biharmonic >= margin (dB).
-MARGINS = {"text1": 0.0, "rand70": 0.5, "rand90": 0.5}
+# Requirements on the average over images, per mask kind: ours - biharmonic >= margin (dB) (issue 30: +1.0 on
+# text, +1.5 on the average of rand70 and rand90, checked on that average too)
+MARGINS = {"text1": 1.0, "rand70": 1.5, "rand90": 1.5}
+RANDOM_KINDS = ("rand70", "rand90")
+REQ_TEXT_RATIO = 5.0  # a text mask: at most this many times biharmonic's wall time, same run, warm (issue 30)
 SCALE_IMAGE, SCALE_MASK = "seeding", "text04"
 REQ_SCALE_SECONDS = 90.0
 REQ_SCALE_BYTES = 2 * 1024**3
@@ -155,7 +164,7 @@ class LogCapture(logging.Handler):
 
 def parse_log(messages: Sequence[str]) -> dict:
     """Time split and patch count from the inpainting log (None where a message is missing)."""
-    out: dict = {"dict_s": None, "interp_s": None, "code_s": None, "n_patches": None}
+    out: dict = {"dict_s": None, "interp_s": None, "code_s": None, "group_s": None, "n_patches": None}
     for msg in messages:
         if m := re.search(r"dictionary ready in ([0-9.]+) s", msg):
             out["dict_s"] = (out["dict_s"] or 0.0) + float(m.group(1))
@@ -165,6 +174,8 @@ def parse_log(messages: Sequence[str]) -> dict:
             out["interp_s"] = (out["interp_s"] or 0.0) + float(m.group(1))
         if m := re.search(r"coded and averaged patches in ([0-9.]+) s", msg):
             out["code_s"] = (out["code_s"] or 0.0) + float(m.group(1))
+        if m := re.search(r"non-local passes in ([0-9.]+) s", msg):
+            out["group_s"] = (out["group_s"] or 0.0) + float(m.group(1))
     return out
 
 
@@ -177,22 +188,29 @@ def fmt(x: float | None, spec: str) -> str:
 # ---------------------------------------------------------------------------
 
 
+def cpu_seconds() -> float:
+    """CPU seconds of this process so far (every thread)."""
+    return time.process_time()
+
+
 def run_ours(img: np.ndarray, mask: np.ndarray, stride: int) -> tuple[np.ndarray, float, dict]:
     import restore
 
     with LogCapture() as cap:
         watch = CpuWatch()
+        c0 = cpu_seconds()
         out = restore.inpaint(img, mask, channel_axis=-1, stride=stride)
+        cpu = cpu_seconds() - c0
         w = watch.stop()
-    return out, w["wall"], {**parse_log(cap.messages), "others_cores": w["other_cores"]}
+    return out, w["wall"], {**parse_log(cap.messages), "others_cores": w["other_cores"], "cpu_s": cpu}
 
 
-def run_biharmonic(img: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, float]:
+def run_biharmonic(img: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, float, float]:
     from skimage.restoration import inpaint_biharmonic
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     out = inpaint_biharmonic(img, mask, channel_axis=-1)
-    return out, time.perf_counter() - t0
+    return out, time.perf_counter() - t0, cpu_seconds() - c0
 
 
 def run_telea(img: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, float]:
@@ -223,24 +241,30 @@ def bench_quality(args: argparse.Namespace) -> dict:
             out, row["telea_s"] = run_telea(img, mask)
             row["telea_db"] = masked_psnr(out, img, mask)
             if args.skip_biharmonic:
-                row["bih_db"] = row["bih_s"] = float("nan")
+                row["bih_db"] = row["bih_s"] = row["bih_cpu_s"] = float("nan")
             else:
-                out, row["bih_s"] = run_biharmonic(img, mask)
+                out, row["bih_s"], row["bih_cpu_s"] = run_biharmonic(img, mask)
                 row["bih_db"] = masked_psnr(out, img, mask)
             row["diff_db"] = row["ours_db"] - row["bih_db"]
+            row["ours_cpu_s"] = row["ours_log"]["cpu_s"]
+            row["time_ratio"] = row["ours_s"] / row["bih_s"]
             rows.append(row)
     summary = []
     for kind in args.masks:
         rs = [r for r in rows if r["mask"] == kind]
         s = {"mask": kind, "n": len(rs)}
-        for key in ("ours_db", "bih_db", "telea_db", "diff_db", "ours_s", "bih_s", "telea_s"):
+        for key in ("ours_db", "bih_db", "telea_db", "diff_db", "ours_s", "bih_s", "telea_s", "ours_cpu_s",
+                    "bih_cpu_s", "time_ratio"):
             s[key] = float(np.mean([r[key] for r in rs]))
         s["ours_minus_telea"] = s["ours_db"] - s["telea_db"]
         margin = MARGINS.get(kind)
         s["margin"] = margin
         s["ok"] = None if margin is None or np.isnan(s["diff_db"]) else bool(s["diff_db"] >= margin)
         summary.append(s)
-    return {"stride": args.stride, "rows": rows, "summary": summary}
+    rand = [s for s in summary if s["mask"] in RANDOM_KINDS]
+    random_avg = float(np.mean([s["diff_db"] for s in rand])) if rand else None
+    return {"stride": args.stride, "rows": rows, "summary": summary, "random_avg_diff_db": random_avg,
+            "random_ok": None if random_avg is None or np.isnan(random_avg) else bool(random_avg >= MARGINS["rand70"])}
 
 
 def print_quality(res: dict) -> None:
@@ -249,11 +273,13 @@ def print_quality(res: dict) -> None:
         lg = r["ours_log"]
         body.append((f"{r['image']}_{r['mask']}", f"{100 * r['missing']:.1f}", f"{r['ours_db']:.2f}",
                      fmt(r["bih_db"], ".2f"), f"{r['telea_db']:.2f}", fmt(r["diff_db"], "+.2f"),
-                     f"{r['ours_s']:.1f}", fmt(lg["dict_s"], ".1f"), fmt(lg["code_s"], ".1f"),
-                     fmt(lg["n_patches"], ","), f"{lg['others_cores']:.2f}", fmt(r["bih_s"], ".1f"),
-                     f"{r['telea_s']:.2f}"))
-    print(table(("case", "% miss", "ours dB", "biharm dB", "Telea dB", "ours-bih", "ours s", "dict s", "code s",
-                 "patches", "others", "biharm s", "Telea s"), body,
+                     f"{r['ours_s']:.1f}", f"{r['ours_cpu_s']:.1f}", fmt(lg["dict_s"], ".1f"),
+                     fmt(lg["code_s"], ".1f"), fmt(lg["group_s"], ".1f"), fmt(lg["n_patches"], ","),
+                     f"{lg['others_cores']:.2f}", fmt(r["bih_s"], ".2f"), fmt(r["bih_cpu_s"], ".2f"),
+                     fmt(r["time_ratio"], ".1f"), f"{r['telea_s']:.2f}"))
+    print(table(("case", "% miss", "ours dB", "biharm dB", "Telea dB", "ours-bih", "ours s", "ours CPU s", "dict s",
+                 "code s", "groups s", "patches", "others", "biharm s", "biharm CPU s", "ours/bih time", "Telea s"),
+                body,
                 f"1. Quality: masked-pixel PSNR (dB), restore.inpaint stride {res['stride']} vs "
                 "skimage inpaint_biharmonic and OpenCV Telea r3"))
     changed = [f"{r['image']}_{r['mask']}" for r in res["rows"] if r.get("known_changed")]
@@ -270,6 +296,15 @@ def print_quality(res: dict) -> None:
     print(table(("mask", "images", "ours dB", "biharm dB", "Telea dB", "ours-bih", "ours-Telea", "required",
                  "verdict", "ours s", "biharm s", "Telea s"), body,
                 "Averages per mask kind (requirement on ours - biharmonic, averaged over the images)"))
+    if res.get("random_avg_diff_db") is not None:
+        ok = "n/a" if res["random_ok"] is None else ("OK" if res["random_ok"] else "NOT MET")
+        print(f"random loss (average of {', '.join(RANDOM_KINDS)} present): ours - biharmonic "
+              f"{res['random_avg_diff_db']:+.2f} dB (required >= +{MARGINS['rand70']:.1f}): {ok}")
+    for r in res["rows"]:
+        if r["mask"].startswith("text") and not np.isnan(r["time_ratio"]):
+            ok = "OK" if r["time_ratio"] <= REQ_TEXT_RATIO else "NOT MET"
+            print(f"{r['image']}_{r['mask']}: {r['time_ratio']:.1f}x biharmonic's wall time (CPU "
+                  f"{r['ours_cpu_s']:.1f} s vs {r['bih_cpu_s']:.2f} s; required <= {REQ_TEXT_RATIO:.0f}x): {ok}")
     print()
 
 
@@ -389,6 +424,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--images", nargs="+", default=None,
                     help=f"images of part 1 (default {' '.join(QUICK_IMAGES)}; --full: {' '.join(FULL_IMAGES)})")
     ap.add_argument("--full", action="store_true", help=f"part 1 on {', '.join(FULL_IMAGES)}")
+    ap.add_argument("--others", action="store_true",
+                    help=f"part 1 on photographs unlike the default ones: {', '.join(OTHER_IMAGES)}")
     ap.add_argument("--masks", nargs="+", default=MASKS, help="mask kinds of part 1")
     ap.add_argument("--stride", type=int, default=4, help="stride of ours in part 1")
     ap.add_argument("--skip-biharmonic", action="store_true", help="leave out inpaint_biharmonic (slow on rand90)")
@@ -402,7 +439,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         child(args.child)
         return
     if args.images is None:
-        args.images = FULL_IMAGES if args.full else QUICK_IMAGES
+        args.images = OTHER_IMAGES if args.others else FULL_IMAGES if args.full else QUICK_IMAGES
     if not args.data.is_dir():
         raise SystemExit(f"no image folder {args.data} (use --data)")
     t_start = time.perf_counter()

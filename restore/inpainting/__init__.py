@@ -24,7 +24,7 @@ from .._validation import check_callable, check_image, check_int, check_mask, ch
 from ..learning import TreeDictionaryLearning
 from .dictionary import _LEARN_BATCH, PATCH_SIZE, default_dictionary, learn_dictionary, resolve_dictionary, should_adapt
 from .diffusion import edge_weights, fed_cycle, sharpen
-from .grouping import GroupSettings, colour_basis, group_passes, n_group_steps, plan_references
+from .grouping import GroupSettings, group_passes, n_group_steps, plan_references
 from .interpolation import bands, biharmonic_fill
 from .masks import MaskCoverage, SuspectMaskWarning, mask_coverage
 from .patches import Coder, luminance, pass_grids, refine_luminance
@@ -214,15 +214,15 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
         + (1.0 - weight)[:, None] * (diffused - values)
     values = values + change.astype(values.dtype)
     if job.groups.n_passes:
-        # 7. non-local passes on the luminance; the colour differences keep the result's
+        # 7. non-local passes on the luminance (the unit-norm grey axis); the colour differences keep the result's
         t0 = time.perf_counter()
         start[M] = values
-        Q = colour_basis(work.shape[2])
-        U = np.ascontiguousarray(np.moveaxis(start.astype(np.float64) @ Q.T, -1, 0))
+        L = luminance(start.astype(np.float64))[None]
+        before = L[0][M]
         n_threads = default_num_threads()
         with ThreadPoolExecutor(n_threads, thread_name_prefix="restore-inpaint") as pool:
-            group_passes(U[:1], M, job.groups, plan, pool=pool, n_threads=n_threads, progress=steps)
-        values = (np.moveaxis(U, 0, -1)[M] @ Q).astype(values.dtype)
+            group_passes(L, M, job.groups, plan, pool=pool, n_threads=n_threads, progress=steps)
+        values = values + ((L[0][M] - before) / np.sqrt(work.shape[2]))[:, None].astype(values.dtype)
         log.info("non-local passes in %.2f s", time.perf_counter() - t0)
     return job.result(values)
 

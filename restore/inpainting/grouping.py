@@ -25,7 +25,7 @@ from .. import _core_inpaint
 from .._nonlocal import group_tree
 from .patches import patch_positions, window_sums
 
-__all__ = ["GroupSettings", "colour_basis", "group_passes", "n_group_steps", "plan_references"]
+__all__ = ["GroupSettings", "group_passes", "n_group_steps", "plan_references"]
 
 log = logging.getLogger("restore.inpainting")
 
@@ -78,17 +78,6 @@ class GroupSettings:
     n_passes: int = 3
     debias: bool = False
     keep: float = 0.5
-
-
-def colour_basis(n_ch: int) -> np.ndarray:
-    """Orthonormal (C, C) matrix whose first row is the grey axis ``1 / sqrt(C)``: luminance, then differences."""
-    m = np.eye(n_ch)
-    m[:, 0] = 1.0
-    q, _ = np.linalg.qr(m)
-    q = q.T
-    if q[0, 0] < 0:
-        q[0] = -q[0]
-    return q
 
 
 def _dct(n: int) -> np.ndarray:
@@ -158,7 +147,7 @@ def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: lis
     idx = np.flatnonzero(missing)
     for lam, refs in zip(lams, plan, strict=True):
         num, den = pass_.run(refs, float(lam))
-        dflat = den.reshape(-1)[idx]
+        dflat = den.reshape(-1)[idx].astype(np.float64)
         ok = dflat > 0
         for ch in range(U.shape[0]):
             u = U[ch].reshape(-1)
@@ -184,8 +173,8 @@ class _Pass:
         C, H, W = self.U.shape
         p, h = self.s.patch, self.s.window // 2
         n0 = H - p + 1
-        num = np.zeros((C, H, W))
-        den = np.zeros((H, W))
+        num = np.zeros((C, H, W), dtype=np.float32)  # chunks add in float64 buffers; memory of 16 MP photos
+        den = np.zeros((H, W), dtype=np.float32)
 
         def add(res):
             b0, b1, bnum, bden = res
