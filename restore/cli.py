@@ -484,7 +484,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         args.out = f"results/{args.task}"
     if args.task == "denoise":
         evaluate_denoising(args.images, args.out, wavelets=args.wavelets, penalties=args.penalties,
-                           lam_modes=args.lam, seed=args.seed, bayes=not args.no_bayes, n_jobs=args.jobs,
+                           lam_modes=args.lam, seed=args.seed, bayes=not args.no_bayes,
+                           nonlocal_tree=not args.no_nonlocal, bm3d=args.bm3d, n_jobs=args.jobs,
                            scheduler=args.scheduler, force=args.force, progress=not args.quiet, **shared)
     elif args.task == "volume":
         evaluate_volumes(args.images, args.out, noises=args.noise, peaks=args.peaks, read_noises=args.read_noise,
@@ -633,14 +634,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("evaluate", help="batch evaluations: denoising (Table 1), patches (Table 2), inpainting, "
                                         "volumes",
-                       description="--task denoise (default): PSNR of every penalty on a folder of images with "
-                                   "synthetic noise (results.csv, table.md, psnr.png in OUT). --task patches: "
+                       description="--task denoise (default): PSNR of every penalty, scikit-image's BayesShrink "
+                                   "and the non-local tree (restore.denoise_nonlocal_tree, about a third of the "
+                                   "run's CPU time; --no-nonlocal leaves it out) on a folder of images with "
+                                   "synthetic noise (results.csv, table.md, psnr.png in OUT); BM3D with --bm3d. "
+                                   "--task patches: "
                                    "patch reconstruction with missing pixels, tree vs flat dictionary. --task "
                                    "inpaint: masked-pixel PSNR on photos and masks, with scikit-image's biharmonic "
                                    "and OpenCV's Telea as reference columns. --task volume: a folder of 3-D "
                                    "volumes (TIFF stacks, .npy/.npz, zarr stores), normalised to [0, 1], under "
                                    "Gaussian and Poisson-Gaussian noise: restore plane by plane, restore's octree, "
-                                   "scikit-image's 3-D wavelets and BM4D when installed. OUT may hold other files: "
+                                   "the non-local tree, scikit-image's 3-D wavelets and BM4D when installed. OUT may hold other files: "
                                    "only the files evaluate writes are ever replaced.")
     e.add_argument("--task", choices=["denoise", "patches", "inpaint", "volume"], default="denoise",
                    help="what to evaluate (default: %(default)s; see above)")
@@ -664,6 +668,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--seed", type=_count("seed", 0), default=_default(*_EVAL_DENOISE, "seed"),
                    help="seed of the noise draws and samples (default: %(default)s)")
     e.add_argument("--no-bayes", action="store_true", help="skip scikit-image's BayesShrink reference column")
+    e.add_argument("--no-nonlocal", action="store_true",
+                   help="denoise: skip the non-local tree's column (included by default)")
+    e.add_argument("--bm3d", action="store_true",
+                   help="denoise: add BM3D's column (the bm3d package; several times the CPU time of the rest of "
+                        "the run; a note instead when the package is not installed)")
     e.add_argument("--jobs", type=_count("n_jobs"), default=None, help="local worker processes (default: all CPUs)")
     e.add_argument("--scheduler", default=None, help="dask.distributed scheduler address, e.g. tcp://host:8786")
     e.add_argument("--force", action="store_true", help="replace the results of a previous run in OUT")

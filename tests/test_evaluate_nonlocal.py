@@ -64,16 +64,16 @@ def test_the_nonlocal_column_beats_every_wavelet_column_on_each_sample_image_at_
 
 
 def test_the_nonlocal_method_is_given_the_known_sigma_as_the_others(image_dir, tmp_path, monkeypatch):
-    import restore
+    import restore.denoise
 
     calls = []
-    real = restore.denoise_nonlocal_tree
+    real = restore.denoise.denoise_nonlocal_tree
 
     def spy(image, **kwargs):
         calls.append((image.shape, float(image.max()), kwargs))
         return real(image, **kwargs)
 
-    monkeypatch.setattr(restore, "denoise_nonlocal_tree", spy)
+    monkeypatch.setattr(restore.denoise, "denoise_nonlocal_tree", spy)
     evaluate_denoising(image_dir, tmp_path / "out", **TINY)
     [(shape, top, kwargs)] = [c for c in calls if c[0] == (64, 64)]  # not a warm-up on a tiny image
     assert shape == (64, 64) and top < 2  # the [0, 1] scale
@@ -205,3 +205,26 @@ def test_the_plot_gives_nonlocal_and_bm3d_colours_of_their_own_in_every_wavelet_
     assert len({c for cs in colours.values() for c in cs}) == len(level), colours
     entries = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
     assert "nonlocal" in entries and "bm3d" in entries
+
+
+def test_the_command_adds_bm3d_on_request_and_leaves_the_nonlocal_column_out_on_request(image_dir, tmp_path,
+                                                                                         monkeypatch, capsys):
+    from restore.cli import main
+
+    monkeypatch.setitem(sys.modules, "bm3d", None)
+    out = tmp_path / "out"
+    assert main(["evaluate", str(image_dir), "--out", str(out), "--sigmas", "25", "--draws", "1", "--wavelets",
+                 "haar", "--penalties", "l1", "--lam", "auto", "--no-bayes", "--jobs", "1", "--quiet",
+                 "--no-nonlocal", "--bm3d"]) == 0
+    printed = capsys.readouterr().out
+    assert "| wavelet | sigma | l1 |" in printed and "nonlocal" not in printed
+    assert "bm3d: not run, the `bm3d` package is not installed" in printed
+
+
+def test_the_commands_help_says_what_the_default_evaluation_includes(capsys):
+    from restore.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "non-local tree" in text and "--no-nonlocal" in text and "--bm3d" in text

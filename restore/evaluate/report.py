@@ -136,7 +136,8 @@ def _time_table(rows: list[dict], methods: Sequence[str]) -> list[str]:
     if not shown:
         return []
     lines = ["### CPU time per image (s), lam chosen from the noisy image", "",
-             "Mean over images, draws and wavelets; CPU seconds of the process denoising the image.", "",
+             "Mean over images, draws and wavelets: CPU seconds of the process denoising the image, for the "
+             "whole call (a penalty's transform, lam choice, shrinkage and inverse transform).", "",
              "| sigma | " + " | ".join(shown) + " |", "|---|" + "---|" * len(shown)]
     for sigma in sorted({k[0] for k in groups}):
         cells = [f"{np.mean(groups[(sigma, m)]):.3f}" if (sigma, m) in groups else "" for m in shown]
