@@ -14,95 +14,19 @@ pixels, or (as the non-local method uses them) the coefficients of an
 orthonormal patch transform, whose distances are the pixel distances (or,
 keeping the leading ones only, approach them with fewer terms).
 
-The kernels use the flags of :mod:`restore._config` (``cache=True``,
-``nogil=True``: callers run them on their own threads).
+The numba kernels live in :mod:`restore._core_blockmatch` (flags of
+:mod:`restore._config`: ``cache=True``, ``nogil=True``: callers run them on
+their own threads); this module wraps them.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from ._config import JIT
+from ._core_blockmatch import match_many, match_one
 
-
-@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def match_one(F, r0, r1, r2, h0, h1, h2, k, idx, dist):
-    """The ``k`` best matches of the reference at origin ``(r0, r1, r2)`` of ``F``, in place.
-
-    ``F`` (n0, n1, d, n2) holds the ``d`` features of each origin, the last
-    axis running along the third one (so that the distances of a row of
-    candidates are computed side by side, vectorised, in a fixed order).
-    Candidates are the origins ``q`` with ``|q_a - r_a| <= h_a`` inside
-    ``F``'s origins. ``idx`` (k, 3) int64 receives their origins and
-    ``dist`` (k,) float64 their squared feature distances, in increasing
-    distance; the reference itself comes first (distance 0), then ties in
-    increasing linear index (C order). Returns the number of matches found
-    (``k`` unless the window holds fewer candidates; then the remaining
-    entries repeat those found, in order, so that a group always has ``k``
-    patches).
-    """
-    n0, n1, d, n2 = F.shape
-    idx[0, 0] = r0
-    idx[0, 1] = r1
-    idx[0, 2] = r2
-    dist[0] = 0.0
-    count = 1
-    worst = np.inf  # distance of the k-th match once there are k (candidates not below it cannot enter)
-    if k <= 1:
-        worst = 0.0
-    a0, b0 = max(0, r0 - h0), min(n0, r0 + h0 + 1)
-    a1, b1 = max(0, r1 - h1), min(n1, r1 + h1 + 1)
-    a2, b2 = max(0, r2 - h2), min(n2, r2 + h2 + 1)
-    ref = np.empty(d, dtype=F.dtype)
-    for c in range(d):
-        ref[c] = F[r0, r1, c, r2]
-    row = np.empty(b2 - a2, dtype=F.dtype)
-    for q0 in range(a0, b0):
-        for q1 in range(a1, b1):
-            cand = F[q0, q1]
-            for q in range(b2 - a2):
-                row[q] = 0.0
-            for c in range(d):
-                rc = ref[c]
-                fc = cand[c, a2:b2]
-                for q in range(b2 - a2):
-                    t = fc[q] - rc
-                    row[q] += t * t
-            for q in range(b2 - a2):
-                s = np.float64(row[q])
-                q2 = a2 + q
-                if s >= worst or (q0 == r0 and q1 == r1 and q2 == r2):
-                    continue
-                # insert after every entry <= s (ties keep scan order, the reference stays first)
-                j = count if count < k else k - 1
-                while j > 1 and dist[j - 1] > s:
-                    dist[j] = dist[j - 1]
-                    idx[j, 0] = idx[j - 1, 0]
-                    idx[j, 1] = idx[j - 1, 1]
-                    idx[j, 2] = idx[j - 1, 2]
-                    j -= 1
-                dist[j] = s
-                idx[j, 0] = q0
-                idx[j, 1] = q1
-                idx[j, 2] = q2
-                if count < k:
-                    count += 1
-                if count == k:
-                    worst = dist[k - 1]
-    for j in range(count, k):  # a window near a corner may hold fewer candidates: repeat those found
-        dist[j] = dist[j - count]
-        idx[j, 0] = idx[j - count, 0]
-        idx[j, 1] = idx[j - count, 1]
-        idx[j, 2] = idx[j - count, 2]
-    return count
-
-
-@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def match_many(F, refs, h0, h1, h2, k, idx, dist, counts):
-    """:func:`match_one` for each row of ``refs`` (n, 3): ``idx`` (n, k, 3), ``dist`` (n, k), ``counts`` (n,)."""
-    for i in range(refs.shape[0]):
-        counts[i] = match_one(F, refs[i, 0], refs[i, 1], refs[i, 2], h0, h1, h2, k, idx[i], dist[i])
+# match_one is re-exported: restore._core_inpaint imports it from here
+__all__ = ["block_match", "match_many", "match_one"]
 
 
 def block_match(features: np.ndarray, refs: np.ndarray, half_window: tuple[int, int, int],

@@ -40,15 +40,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
-from numba import njit
 
-from . import _core
-from ._blockmatch import match_one
-from ._config import JIT, default_num_threads
+from ._config import default_num_threads
+from ._core_nonlocal import patch_coefs, shrink_groups, stage1_chunk, stage2_chunk
 from ._progress import ProgressCallback
 from .tree import Tree
 
-__all__ = ["NonlocalSettings", "group_tree", "nonlocal_denoise", "nonlocal_reach", "nonlocal_steps"]
+__all__ = [
+    "NonlocalSettings", "group_tree", "nonlocal_denoise", "nonlocal_reach", "nonlocal_steps", "shrink_groups",
+]
 
 # Reference patches per chunk: one chunk is one numba call and one progress step; at most this many keeps a
 # chunk well under 0.2 s (so cancelling acts at once) while the Python overhead per chunk stays negligible.
@@ -286,228 +286,6 @@ def group_tree(patch3: tuple[int, int, int], k: int, bands: int = 1) -> Tree:
 
 
 # ---------------------------------------------------------------------------
-# Kernels
-# ---------------------------------------------------------------------------
-
-
-@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def _separable(src, M0, M1, M2, t1, t2, dst):
-    """dst[a, b, c] = sum M0[a, i] M1[b, j] M2[c, k] src[i, j, k] (3-D arrays; t1, t2 scratch like src)."""
-    p0, p1, p2 = src.shape
-    for i in range(p0):
-        for j in range(p1):
-            for c in range(p2):
-                s = 0.0
-                for k in range(p2):
-                    s += M2[c, k] * src[i, j, k]
-                t1[i, j, c] = s
-    if p1 == 1:  # a plane (M, 1, N): the middle axis' transform is the identity
-        for a in range(p0):
-            for c in range(p2):
-                s = 0.0
-                for i in range(p0):
-                    s += M0[a, i] * t1[i, 0, c]
-                dst[a, 0, c] = s
-        return
-    for i in range(p0):
-        for b in range(p1):
-            for c in range(p2):
-                s = 0.0
-                for j in range(p1):
-                    s += M1[b, j] * t1[i, j, c]
-                t2[i, b, c] = s
-    for a in range(p0):
-        for b in range(p1):
-            for c in range(p2):
-                s = 0.0
-                for i in range(p0):
-                    s += M0[a, i] * t2[i, b, c]
-                dst[a, b, c] = s
-
-
-@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def _patch_coefs(img, o0a, o0b, M0, M1, M2, sel, out):
-    """Coefficients ``sel`` of the patch at every origin with first index in [o0a, o0b): out[o0 - o0a, o1, o2, :]."""
-    p0, p1, p2 = M0.shape[0], M1.shape[0], M2.shape[0]
-    n1 = img.shape[1] - p1 + 1
-    n2 = img.shape[2] - p2 + 1
-    src = np.empty((p0, p1, p2))
-    t1 = np.empty((p0, p1, p2))
-    t2 = np.empty((p0, p1, p2))
-    dst = np.empty((p0, p1, p2))
-    flat = dst.reshape(p0 * p1 * p2)
-    ns = sel.shape[0]
-    for o0 in range(o0a, o0b):
-        for o1 in range(n1):
-            for o2 in range(n2):
-                for i in range(p0):
-                    for j in range(p1):
-                        for k in range(p2):
-                            src[i, j, k] = img[o0 + i, o1 + j, o2 + k]
-                _separable(src, M0, M1, M2, t1, t2, dst)
-                for c in range(ns):
-                    out[o0 - o0a, o1, o2, c] = flat[sel[c]]
-
-
-@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def _haar_group(x, k, p, tmp, inverse):
-    """Orthonormal Haar transform along the k rows of the group x (k * p, row-major), in place."""
-    r = 1.0 / np.sqrt(2.0)
-    if not inverse:
-        n = k
-        while n > 1:
-            h = n // 2
-            for i in range(h):
-                for c in range(p):
-                    a = x[2 * i * p + c]
-                    b = x[(2 * i + 1) * p + c]
-                    tmp[i * p + c] = (a + b) * r
-                    tmp[(h + i) * p + c] = (a - b) * r
-            for j in range(n * p):
-                x[j] = tmp[j]
-            n = h
-    else:
-        n = 2
-        while n <= k:
-            h = n // 2
-            for i in range(h):
-                for c in range(p):
-                    a = x[i * p + c]
-                    b = x[(h + i) * p + c]
-                    tmp[2 * i * p + c] = (a + b) * r
-                    tmp[(2 * i + 1) * p + c] = (a - b) * r
-            for j in range(n * p):
-                x[j] = tmp[j]
-            n *= 2
-
-
-@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def _add_patch(coefs, I0, I1, I2, src, t1, t2, dst, win, w, bnum, bden, q0, q1, q2):
-    """Add ``w * win *`` (the patch of coefficients ``coefs``) at buffer position (q0, q1, q2), and ``w * win``."""
-    p0, p1, p2 = src.shape
-    n = 0
-    for i in range(p0):
-        for j in range(p1):
-            for k in range(p2):
-                src[i, j, k] = coefs[n]
-                n += 1
-    _separable(src, I0, I1, I2, t1, t2, dst)
-    for i in range(p0):
-        for j in range(p1):
-            for k in range(p2):
-                ww = w * win[i, j, k]
-                bnum[q0 + i, q1 + j, q2 + k] += ww * dst[i, j, k]
-                bden[q0 + i, q1 + j, q2 + k] += ww
-
-
-@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def shrink_groups(X, lam, perm, own_ptr, node_end, parent, weights, debias):
-    """Stage 1's shrinkage of the groups X (n, k * P) in place: the prox of ``lam`` times the tree-l2 norm.
-
-    The tree is given by its flat arrays (``Tree._flat`` of
-    :func:`group_tree`); the prox is :func:`restore._core.prox_tree_l2`.
-    With ``debias``, every coefficient the prox keeps takes back its value
-    before shrinkage (the tree-l2 norm chooses the support, as hard
-    thresholding would, without its shrinkage bias).
-    """
-    n, p = X.shape
-    m_work = max(parent.shape[0], p)
-    work = np.empty((4, m_work))
-    iwork = np.empty((2, m_work), dtype=np.int64)
-    X0 = X.copy() if debias else X
-    _core.prox_tree_l2(X, 0, n, perm, own_ptr, node_end, parent, weights, np.full(n, lam), work, iwork)
-    if debias:
-        for i in range(n):
-            for j in range(p):
-                if X[i, j] != 0.0:
-                    X[i, j] = X0[i, j]
-
-
-@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def _stage1_chunk(F, T, soff, refs, h0, h1, h2, k, perm, own_ptr, node_end, parent, weights, lam,
-                  I0, I1, I2, win, bnum, bden, borg, debias):
-    """Stage 1 for the references ``refs`` (n, 3) (global origins): match on F, shrink T's groups, aggregate.
-
-    ``F`` and ``T`` hold the features and coefficients of the origins of a
-    strip starting at global first index ``soff``; ``bnum``, ``bden`` are
-    the chunk's buffers, whose pixel (0, 0, 0) is the global pixel ``borg``.
-    """
-    n = refs.shape[0]
-    p0, p1, p2 = win.shape
-    p = p0 * p1 * p2
-    kp = k * p
-    X = np.empty((n, kp))
-    idx = np.empty((n, k, 3), dtype=np.int64)
-    dist = np.empty(k)
-    tmp = np.empty(kp)
-    for i in range(n):
-        match_one(F, refs[i, 0] - soff, refs[i, 1], refs[i, 2], h0, h1, h2, k, idx[i], dist)
-        for m in range(k):
-            q0, q1, q2 = idx[i, m, 0], idx[i, m, 1], idx[i, m, 2]
-            for c in range(p):
-                X[i, m * p + c] = T[q0, q1, q2, c]
-        _haar_group(X[i], k, p, tmp, False)
-    Xin = X.copy()
-    shrink_groups(X, lam, perm, own_ptr, node_end, parent, weights, debias)
-    src = np.empty((p0, p1, p2))
-    t1 = np.empty((p0, p1, p2))
-    t2 = np.empty((p0, p1, p2))
-    dst = np.empty((p0, p1, p2))
-    for i in range(n):
-        x = X[i]
-        # the inverse of the noise variance left in the group (in units of sigma^2): each coefficient kept
-        # keeps the square of its scaling; as BM3D's 1 / (number kept) for hard thresholding, and its Wiener weight
-        g2 = 0.0
-        for j in range(kp):
-            if x[j] != 0.0:
-                r = x[j] / Xin[i, j]
-                g2 += r * r
-        w = 1.0 / max(g2, 1.0)
-        _haar_group(x, k, p, tmp, True)
-        for m in range(k):
-            _add_patch(x[m * p:(m + 1) * p], I0, I1, I2, src, t1, t2, dst, win, w, bnum, bden,
-                       idx[i, m, 0] + soff - borg[0], idx[i, m, 1] - borg[1], idx[i, m, 2] - borg[2])
-
-
-@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def _stage2_chunk(F, TE, TN, soff, refs, h0, h1, h2, k, sigma2, I0, I1, I2, win, bnum, bden, borg):
-    """Stage 2 (empirical Wiener) for the references ``refs``: match on F, filter TN's groups by TE's, aggregate."""
-    n = refs.shape[0]
-    p0, p1, p2 = win.shape
-    p = p0 * p1 * p2
-    kp = k * p
-    idx = np.empty((k, 3), dtype=np.int64)
-    dist = np.empty(k)
-    e = np.empty(kp)
-    x = np.empty(kp)
-    tmp = np.empty(kp)
-    src = np.empty((p0, p1, p2))
-    t1 = np.empty((p0, p1, p2))
-    t2 = np.empty((p0, p1, p2))
-    dst = np.empty((p0, p1, p2))
-    for i in range(n):
-        match_one(F, refs[i, 0] - soff, refs[i, 1], refs[i, 2], h0, h1, h2, k, idx, dist)
-        for m in range(k):
-            q0, q1, q2 = idx[m, 0], idx[m, 1], idx[m, 2]
-            for c in range(p):
-                e[m * p + c] = TE[q0, q1, q2, c]
-                x[m * p + c] = TN[q0, q1, q2, c]
-        _haar_group(e, k, p, tmp, False)
-        _haar_group(x, k, p, tmp, False)
-        g2 = 1.0  # the group's mean (coefficient 0) passes unchanged: adding a constant to y adds it to the result
-        for j in range(1, kp):
-            e2 = e[j] * e[j]
-            g = e2 / (e2 + sigma2)
-            x[j] *= g
-            g2 += g * g
-        w = 1.0 / (sigma2 * max(g2, 1e-12))  # BM3D's weight: the inverse of the group's residual noise variance
-        _haar_group(x, k, p, tmp, True)
-        for m in range(k):
-            _add_patch(x[m * p:(m + 1) * p], I0, I1, I2, src, t1, t2, dst, win, w, bnum, bden,
-                       idx[m, 0] + soff - borg[0], idx[m, 1] - borg[1], idx[m, 2] - borg[2])
-
-
-# ---------------------------------------------------------------------------
 # The plan: strips, transform chunks and reference chunks
 # ---------------------------------------------------------------------------
 
@@ -671,7 +449,7 @@ def _stage(stage: int, y3: np.ndarray, guide3: np.ndarray, sigma: float, s: Nonl
         sel_g = every if stage == 2 or same else feat_sel
 
         def coef_task(img, out, sel, r0, r1, strip=strip):
-            return lambda: _patch_coefs(img, r0, r1, Ms[0], Ms[1], Ms[2], sel, out[r0 - strip.s0:r1 - strip.s0])
+            return lambda: patch_coefs(img, r0, r1, Ms[0], Ms[1], Ms[2], sel, out[r0 - strip.s0:r1 - strip.s0])
 
         tasks = [coef_task(y3, TN, every, r0, r1) for r0, r1 in strip.row_chunks]
         if not same:
@@ -692,11 +470,11 @@ def _stage(stage: int, y3: np.ndarray, guide3: np.ndarray, sigma: float, s: Nonl
             def run():
                 bnum, bden = np.zeros(shape), np.zeros(shape)
                 if stage == 1:
-                    _stage1_chunk(F, TN, strip.s0, refs, h0, h1, h2, k, f.perm, f.own_ptr, f.node_end, f.parent,
+                    stage1_chunk(F, TN, strip.s0, refs, h0, h1, h2, k, f.perm, f.own_ptr, f.node_end, f.parent,
                                   f.weights, s.lam * sigma, Is[0], Is[1], Is[2], win, bnum, bden, borg,
                                   s.debias)
                 else:
-                    _stage2_chunk(F, TG, TN, strip.s0, refs, h0, h1, h2, k, sigma * sigma, Is[0], Is[1], Is[2],
+                    stage2_chunk(F, TG, TN, strip.s0, refs, h0, h1, h2, k, sigma * sigma, Is[0], Is[1], Is[2],
                                   win, bnum, bden, borg)
                 return box, bnum, bden
             return run

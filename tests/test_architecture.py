@@ -18,8 +18,10 @@ RANK = {
     "_core": 1,
     "_core_diffusion": 1,
     "_core_regular": 1,
-    "_blockmatch": 1,  # the non-local method's patch matching (numba, on arrays)
-    "_core_inpaint": 2,  # inpainting's group coding (numba): block matching and the core's prox
+    "_core_blockmatch": 1,  # block matching's kernels (numba, on arrays)
+    "_blockmatch": 2,  # block matching's Python wrappers
+    "_core_nonlocal": 2,  # the non-local method's kernels: transforms, groups, the core's prox, aggregation
+    "_core_inpaint": 3,  # inpainting's group coding (numba): block matching and the core's prox
     "_files": 1,
     "_stores": 1,
     "noise": 1,
