@@ -1,4 +1,4 @@
-"""Denoise widget: wavelet tree shrinkage of Image layers, plane by plane.
+"""Denoise widget: wavelet tree shrinkage (fast) or non-local tree sparsity (best quality) of Image layers.
 
 The logic (:class:`DenoiseParams`, :func:`denoise_plane`, the tasks
 :func:`denoise_task`, :func:`preview_task` and :func:`estimate_task`) is plain
@@ -46,12 +46,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LAM_MODES",
+    "METHODS",
     "WAVELETS",
     "Busy",
     "DenoiseParams",
     "DenoiseWidget",
     "Denoised",
     "LamInfo",
+    "MethodInfo",
     "NoiseInfo",
     "Source",
     "busy_until_progress",
@@ -76,6 +78,10 @@ _MODE_LABELS = {"sure": "SURE", "rule": "rule", "manual": "manual"}
 #: The user's words for the library's noise models.
 NOISE_LABELS = {"gaussian": "Gaussian", "poisson-gaussian": "Poisson-Gaussian"}
 WARM_KEY = "denoise"
+#: The denoising methods offered, in the user's words: the library's wavelet tree (the default) and non-local tree.
+METHODS = {"wavelet": "wavelet tree: fast", "nonlocal": "non-local tree: best quality"}
+#: What a result layer's name says of each method (the wavelet method's names its penalty).
+METHOD_TAGS = {"nonlocal": "non-local"}
 #: One SURE choice of lam costs about as much as denoising with this many shifts (1024 x 1024, tree_l2):
 #: it sets how much of a plane's progress bar SURE takes.
 SURE_COST_IN_SHIFTS = 15
@@ -106,7 +112,10 @@ class DenoiseParams:
     automatic choice (per channel); with "manual" it is ``lam`` (absolute,
     the layer's units; with Poisson-Gaussian noise, the stabilised units).
     ``volume`` denoises the last three spatial axes
-    together (``axes`` of the library). Defaults are the library's.
+    together (``axes`` of the library). ``method`` "nonlocal" calls
+    :func:`restore.denoise_nonlocal_tree` instead, which sets lam itself
+    from sigma: ``multiplier`` is then its ``strength``, and the wavelet,
+    penalty, lam and shifts do not apply. Defaults are the library's.
     """
 
     wavelet: str = _default("wavelet")
@@ -120,10 +129,13 @@ class DenoiseParams:
     volume: bool = False
     noise: str = _default("noise")
     gain: float | None = None
+    method: str = "wavelet"
 
     def __post_init__(self) -> None:
         from restore.denoise import CONVEX_PENALTIES, NOISE_MODELS
 
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}; supported: {', '.join(METHODS)}")
         if self.lam_mode not in LAM_MODES:
             raise ValueError(f"Invalid lam mode: {self.lam_mode!r}; supported modes are {', '.join(LAM_MODES)}")
         if self.lam_mode == "sure" and self.penalty not in CONVEX_PENALTIES:
@@ -144,9 +156,9 @@ class DenoiseParams:
         The plane-by-plane Gaussian path instead chooses lam per plane
         first (:func:`restore.choose_lam`), so that the info line can show
         it, it is cached per plane, and the preview answers with the rule
-        while SURE runs.
+        while SURE runs. The non-local method has no lam to show: one call.
         """
-        return self.volume or self.noise != "gaussian"
+        return self.volume or self.noise != "gaussian" or self.method != "wavelet"
 
     @property
     def n_spatial(self) -> int:
@@ -157,9 +169,29 @@ class DenoiseParams:
         """The settings that the automatic lam depends on (not multiplier nor cycle spins)."""
         return (self.lam_mode, self.sigma, self.penalty, self.wavelet, self.penalize_approx)
 
+    @property
+    def function(self) -> Any:
+        """The library's function of the method: :func:`restore.denoise_wavelet_tree` or ``denoise_nonlocal_tree``."""
+        return restore.denoise_nonlocal_tree if self.method == "nonlocal" else restore.denoise_wavelet_tree
+
+    @property
+    def tag(self) -> str:
+        """What the result's name says of the settings: the penalty (wavelet method), else the method."""
+        return METHOD_TAGS.get(self.method, self.penalty)
+
+    def fast(self) -> DenoiseParams:
+        """The wavelet method at its defaults with the rule's lam: the preview's stand-in while another method runs."""
+        return DenoiseParams(sigma=self.sigma, lam_mode="rule", multiplier=self.multiplier, volume=self.volume,
+                             noise=self.noise, gain=self.gain)
+
     def library_kwargs(self, noise: NoiseInfo | None) -> dict[str, Any]:
-        """Keyword arguments of :func:`restore.denoise_wavelet_tree` for one unit (no image, no channel axis)."""
-        kwargs: dict[str, Any] = {
+        """Keyword arguments of :attr:`function` for one unit (no image, no channel axis)."""
+        if self.method != "wavelet":
+            kwargs: dict[str, Any] = {"strength": float(self.multiplier), "noise": self.noise, "sigma": self.sigma}
+            if noise is not None:
+                kwargs.update(gain=noise.gain, sigma=noise.sigma)
+            return kwargs
+        kwargs = {
             "lam": float(self.lam) if self.lam_mode == "manual" else self.lam_mode, "penalty": self.penalty,
             "wavelet": self.wavelet, "penalize_approx": self.penalize_approx, "cycle_spins": int(self.cycle_spins),
             "noise": self.noise, "sigma": self.sigma}
@@ -211,6 +243,29 @@ class NoiseInfo:
                 f"({tag(self.sigma_estimated)})")
 
 
+@dataclass(frozen=True)
+class MethodInfo:
+    """What a unit of the non-local method used (it sets lam itself from sigma, scaled by ``strength``).
+
+    ``provisional`` marks a preview made by the fast wavelet method while
+    ``method`` runs.
+    """
+
+    method: str
+    strength: float = 1.0
+    sigma: float | None = None  # given; None: estimated by the library per plane (volume) and channel
+    provisional: bool = False
+
+    def text(self, noise: NoiseInfo | None = None, unit: str = "plane") -> str:
+        """One line for the user."""
+        name = METHODS[self.method].split(":")[0]
+        if self.provisional:
+            return f"the fast wavelet tree for now; the {name} is running\u2026"
+        sigma = noise.text() if noise is not None else (
+            f"\u03c3 = {self.sigma:.4g} (given)" if self.sigma is not None else f"\u03c3 estimated per {unit}")
+        return f"{name} \u00b7 {sigma} \u00b7 strength \u00d7 {self.strength:.3g}"
+
+
 def denoise_plane(control: Control, plane: Any, params: DenoiseParams, rgb: bool, cache: LruCache | None = None,
                   key: Hashable | None = None, span: tuple[float, float] = (0.0, 1.0), text: str = ""
                   ) -> Generator[Progress | None, None, tuple[np.ndarray, LamInfo]]:
@@ -249,8 +304,10 @@ def denoise_plane(control: Control, plane: Any, params: DenoiseParams, rgb: bool
 
 def denoise_unit(control: Control, unit: Any, params: DenoiseParams, rgb: bool, noise: NoiseInfo | None,
                  span: tuple[float, float] = (0.0, 1.0), text: str = ""
-                 ) -> Generator[Progress | None, None, tuple[np.ndarray, LamInfo | None]]:
+                 ) -> Generator[Progress | None, None, tuple[np.ndarray, LamInfo | MethodInfo | None]]:
     """Denoise one plane or volume in one library call (:meth:`DenoiseParams.whole_units`); alpha kept as is.
+
+    The non-local method: one call, and a :class:`MethodInfo`.
 
     Returns ``(denoised, LamInfo)``: an automatic lam is chosen first
     (:func:`restore.choose_lam`, the choice ``denoise_wavelet_tree`` would
@@ -261,6 +318,10 @@ def denoise_unit(control: Control, unit: Any, params: DenoiseParams, rgb: bool, 
     colour, alpha = split_alpha(as_float(unit), rgb)
     axes = tuple(range(params.n_spatial))  # a unit holds its spatial axes first, then colour
     kwargs = params.library_kwargs(noise)
+    if params.method != "wavelet":
+        out = yield from control.call(params.function, colour, axes=axes, channel_axis=-1 if rgb else None, **kwargs,
+                                      span=span, text=text)
+        return with_alpha(out, alpha), MethodInfo(params.method, params.multiplier, params.sigma)
     n_channels = colour.shape[-1] if rgb else 1
     if params.lam_mode != "manual":
         f0, f1 = span
@@ -337,7 +398,7 @@ class Source:
         if params.volume and not holds_volumes(np.shape(self.data), self.rgb):
             raise ValueError(f"layer {self.layer.name!r} has shape {np.shape(self.data)}: a volume needs 3 "
                              "spatial axes of 2 samples or more; choose 'plane by plane'")
-        if self.lazy and params.lam_mode != "manual" and params.multiplier != 1.0:
+        if self.lazy and params.method == "wavelet" and params.lam_mode != "manual" and params.multiplier != 1.0:
             raise ValueError(f"layer {self.layer.name!r} is Dask-backed or multiscale: it is denoised block by "
                              f"block, each block choosing its own \u03bb, so the strength \u00d7 "
                              f"{params.multiplier:g} cannot apply; set the strength to 1 or give \u03bb (manual)")
@@ -452,8 +513,8 @@ def lazy_result(source: Source, params: DenoiseParams, noise: NoiseInfo | None) 
         elif k > 0 and params.sigma is not None:
             kwargs.update(sigma=None)  # the σ given is the full resolution's
         axes = tuple(range(n - params.n_spatial, n))
-        out = restore.denoise_wavelet_tree(colour, axes=axes, channel_axis=-1 if source.rgb else None,
-                                           sliced_axes=axes[:1] if params.volume else (), **kwargs)
+        out = params.function(colour, axes=axes, channel_axis=-1 if source.rgb else None,
+                              sliced_axes=axes[:1] if params.volume else (), **kwargs)
         outs.append(like_input(with_alpha(out, alpha), source.dtype))
     return outs if source.multiscale else outs[0]
 
@@ -597,8 +658,16 @@ def preview_task(control: Control, source: Source, idx: tuple[int, ...], region:
     With SURE not yet cached (plane path), the rule's result comes first
     (marked ``provisional``), so the preview answers at once; SURE's follows.
     ``info`` is a :class:`LamInfo` on the plane path, else the pair
-    ``(LamInfo, NoiseInfo or None)``.
+    ``(LamInfo, NoiseInfo or None)``. The non-local method (seconds where
+    the wavelet method takes a fraction of one) answers first with the fast
+    wavelet method, its info a provisional :class:`MethodInfo`, unless the
+    sub-volume is kept; its own result follows.
     """
+    if params.method != "wavelet" and not (
+            depth is not None and volumes is not None and (source.key, idx[:-1], depth, region, params) in volumes):
+        stand_in = MethodInfo(params.method, params.multiplier, params.sigma, provisional=True)
+        for item in preview_task(control, source, idx, region, params.fast(), cache, depth, volumes):
+            yield Output((item.value[0], stand_in)) if isinstance(item, Output) else item
     r0, r1, c0, c1 = region
     if params.whole_units:
         if depth is not None:
@@ -654,6 +723,12 @@ def format_info(info: LamInfo | NoiseInfo | Sequence[LamInfo] | None, params: De
     """
     if isinstance(info, NoiseInfo):
         info, noise = None, info
+    if isinstance(info, list) and info and isinstance(info[0], MethodInfo):
+        info = info[0]
+    if not isinstance(info, MethodInfo) and not info and params is not None and params.method != "wavelet":
+        info = MethodInfo(params.method, params.multiplier, params.sigma)  # a lazy result: nothing computed yet
+    if isinstance(info, MethodInfo):
+        return info.text(noise, "volume" if params is not None and params.volume else "plane")
     if info is None or (not isinstance(info, LamInfo) and not list(info)):
         if params is None or not params.whole_units:
             return ""
@@ -724,7 +799,7 @@ def busy_until_progress(task: Any) -> Any:
 
 
 def warm_up(control: Control) -> Generator[str, None, None]:
-    """Compile (or load from numba's cache) the kernels of every penalty, on a tiny image."""
+    """Compile (or load from numba's cache) the kernels of every penalty and of the non-local method."""
     img = np.random.default_rng(0).standard_normal((32, 32))
     restore.estimate_sigma(img)
     for penalty in restore.PENALTIES:
@@ -733,6 +808,8 @@ def warm_up(control: Control) -> Generator[str, None, None]:
             restore.denoise_wavelet_tree(img, sigma=1.0, lam=0.5, penalty=penalty, wavelet="haar",
                                          penalize_approx=approx)
         yield penalty
+    control.check()
+    restore.denoise_nonlocal_tree(img, sigma=1.0)  # the non-local method's kernels too
 
 
 #: Axis labels that name depth (a z-stack: start as a volume) and time (a time series: plane by plane, said why).
@@ -782,7 +859,7 @@ def _layer_file(layer: Any) -> str | None:
 
 
 class DenoiseWidget(RestoreWidget):
-    """Denoise Image layers with tree-structured wavelet shrinkage.
+    """Denoise Image layers with tree-structured wavelet shrinkage, or the non-local tree method.
 
     Preview shows the part of the current plane in view; Denoise processes
     whole layers (every plane, or every selected layer) in the background and
@@ -796,6 +873,9 @@ class DenoiseWidget(RestoreWidget):
     PREVIEW_DELAY_MS = 150
     #: Largest region a preview computes (pixels): with SURE and 8 shifts about 2 s on 2 busy cores.
     PREVIEW_MAX_PIXELS = 1024 * 1024
+    #: Largest region a non-local preview computes (pixels), after the fast method's stand-in: the non-local
+    #: method costs several times the wavelet's per pixel (about 1.5 s of CPU on sample_images/camera.png).
+    PREVIEW_MAX_PIXELS_NONLOCAL = 512 * 512
     #: Pixels computed beyond each side of the view, so that its edges look as in the whole plane.
     PREVIEW_MARGIN_PX = 32
     #: Preview regions have sides in multiples of this: panning reuses the library's wavelet plans.
@@ -804,6 +884,9 @@ class DenoiseWidget(RestoreWidget):
     PREVIEW_DEPTH_PLANES = 32
     #: Largest sub-volume a volume preview computes (voxels): about 2 s with SURE and no shifts on 2 busy cores.
     PREVIEW_MAX_VOXELS = 32 * 128 * 128
+    #: Largest sub-volume a non-local volume preview computes (voxels): a quarter of the wavelet's, as in 3-D
+    #: the non-local method costs tens of times the wavelet's per voxel (about 1.5 s of CPU on this many).
+    PREVIEW_MAX_VOXELS_NONLOCAL = 32 * 64 * 64
     #: Share of a volume preview's depth a plane must lie inside its sub-volume for the sub-volume to be reused
     #: (fraction): nearer an end that is not the volume's own, the sub-volume's boundary shows in the plane.
     PREVIEW_EDGE_SHARE = 0.25
@@ -823,6 +906,11 @@ class DenoiseWidget(RestoreWidget):
         self._volumes = LruCache(PREVIEW_VOLUMES_KEPT)  # denoised sub-volumes of the volume preview
         self._layer_defaults = False  # True while the widget sets a layer's starting choices (not the user's)
 
+        self.method = ComboBox(label="method", choices=[(label, m) for m, label in METHODS.items()],
+                               value="wavelet", name="method",
+                               tooltip="Wavelet tree: fast, for previews and large data. Non-local tree: groups "
+                                       "of similar patches coded together, the best quality at a few times the "
+                                       "time (its preview shows the fast method first)")
         self.process = ComboBox(label="process as", choices=self._process_choices, value=False, name="process",
                                 tooltip="Plane by plane (photographs, time series, stacks of unrelated planes), "
                                         "or each 3-D volume as a whole (z-stacks: uses the third dimension; "
@@ -857,8 +945,8 @@ class DenoiseWidget(RestoreWidget):
         sigma_row.margins = (0, 0, 0, 0)
         self.multiplier = FloatSpinBox(label="strength \u00d7", value=1.0, min=0.0, max=100.0, step=0.05,
                                        name="multiplier",
-                                       tooltip="Multiplies the automatic \u03bb: above 1 smooths more, below 1 "
-                                               "keeps more detail")
+                                       tooltip="Multiplies the automatic \u03bb (non-local tree: the noise level "
+                                               "removed): above 1 smooths more, below 1 keeps more detail")
         self.cycle_spins = SpinBox(label="shifts averaged", value=_library_default("cycle_spins"), min=0, max=64,
                                    name="cycle_spins",
                                    tooltip="Average the result over this many shifted copies (cycle spinning): "
@@ -890,12 +978,12 @@ class DenoiseWidget(RestoreWidget):
                                      tooltip="Denoise every image layer selected in the layer list, in one go")
         self.apply_button = self.runner.run_button
         self._finish_layout(
-            main=[self.image, self.process, noise_row, sigma_row, self.multiplier, self.cycle_spins,
+            main=[self.image, self.method, self.process, noise_row, sigma_row, self.multiplier, self.cycle_spins,
                   self.preview],
             advanced=[self.lam_mode, self.lam, self.penalty, self.wavelet, self.penalize_approx,
                       self.all_selected, self.keep_each_run],
             after=[self.info],
-            persisted=[self.gain, self.sigma_auto, self.sigma, self.multiplier,
+            persisted=[self.method, self.gain, self.sigma_auto, self.sigma, self.multiplier,
                        self.cycle_spins, self.penalty, self.lam_mode, self.lam, self.wavelet, self.penalize_approx,
                        self.all_selected,
                        self.keep_each_run])
@@ -903,6 +991,7 @@ class DenoiseWidget(RestoreWidget):
         self._on_sigma_auto_changed(self.sigma_auto.value)
         self._on_mode_changed(self.lam_mode.value)
         self._on_noise_changed()
+        self._on_method_changed()
 
         self._timer = QTimer(self.native)
         self._timer.setSingleShot(True)
@@ -915,6 +1004,7 @@ class DenoiseWidget(RestoreWidget):
         self.noise.changed.connect(self._on_noise_model_changed)
         self.image.changed.connect(self._on_image_changed)
         self.penalty.changed.connect(self._on_penalty_changed)
+        self.method.changed.connect(self._on_method_changed)
         self.sigma_auto.changed.connect(self._on_sigma_auto_changed)
         self.lam_mode.changed.connect(self._on_mode_changed)
         self.preview.changed.connect(self._on_preview_toggled)
@@ -948,6 +1038,7 @@ class DenoiseWidget(RestoreWidget):
             lam_mode=self.lam_mode.value, multiplier=float(self.multiplier.value),
             lam=float(self.lam.value), cycle_spins=int(self.cycle_spins.value),
             penalize_approx=bool(self.penalize_approx.value), volume=bool(self.process.value),
+            method=self.method.value,
             noise=self.noise.value, gain=float(self.gain.value) if pg and self.gain.value > 0 else None)
 
     def _process_choices(self, _widget: Any = None) -> list[tuple[str, bool]]:
@@ -1105,6 +1196,14 @@ class DenoiseWidget(RestoreWidget):
             self.lam_mode.value = "rule"
         self._schedule_preview()
 
+    def _on_method_changed(self, *_: Any) -> None:
+        """Show the wavelet method's own settings only with it; the strength applies to both."""
+        wavelet = self.method.value == "wavelet"
+        for w in (self.cycle_spins, self.lam_mode, self.lam, self.penalty, self.wavelet, self.penalize_approx):
+            w.visible = wavelet
+        self.multiplier.enabled = not wavelet or self.lam_mode.value != "manual"
+        self._schedule_preview()
+
     def _on_sigma_auto_changed(self, auto: bool) -> None:
         self.sigma.enabled = not auto
         self._schedule_preview()
@@ -1112,7 +1211,7 @@ class DenoiseWidget(RestoreWidget):
     def _on_mode_changed(self, mode: str) -> None:
         manual = mode == "manual"
         self.lam.enabled = manual
-        self.multiplier.enabled = not manual
+        self.multiplier.enabled = not manual or self.method.value != "wavelet"
         if manual and self.lam.value == 0 and self._last_info is not None:
             self.lam.value = self._last_info.lam[0]
         self._schedule_preview()
@@ -1170,12 +1269,14 @@ class DenoiseWidget(RestoreWidget):
             source.check(params)
             idx = current_plane_index(layer, self._viewer.dims.point)
             visible, centre = self._view(layer)
-            depth, max_pixels = None, self.PREVIEW_MAX_PIXELS
+            wavelet = params.method == "wavelet"
+            depth, max_pixels = None, self.PREVIEW_MAX_PIXELS if wavelet else self.PREVIEW_MAX_PIXELS_NONLOCAL
             if params.volume:  # a sub-volume of planes around the current one; as many pixels in all
                 n_z = np.shape(source.data)[len(idx) - 1]
                 size = min(n_z, self.PREVIEW_DEPTH_PLANES)
                 z0 = int(min(max(0, idx[-1] - size // 2), n_z - size))
-                depth, max_pixels = (z0, z0 + size), self.PREVIEW_MAX_VOXELS // size
+                voxels = self.PREVIEW_MAX_VOXELS if wavelet else self.PREVIEW_MAX_VOXELS_NONLOCAL
+                depth, max_pixels = (z0, z0 + size), voxels // size
             region, capped = preview_region(plane_shape(layer), visible, centre, max_pixels=max_pixels,
                                             margin=self.PREVIEW_MARGIN_PX, quantum=self.PREVIEW_QUANTUM_PX)
             if depth is not None:
@@ -1250,8 +1351,10 @@ class DenoiseWidget(RestoreWidget):
         if isinstance(info, LamInfo):
             self._last_info = info
         self._show_info(format_info(info, params, noise))
+        provisional = isinstance(info, MethodInfo) and info.provisional  # the fast method's, while the other runs
         record = {"widget": self.KIND, "preview": True, "source": layer.name, "plane": list(idx),
-                  "region": list(region), "volume_planes": None if depth is None else list(depth)}
+                  "region": list(region), "volume_planes": None if depth is None else list(depth),
+                  "method": "wavelet" if provisional else params.method, "provisional": provisional}
         kwargs = layer_kwargs(layer, f"{layer.name} [preview]", record)
         kwargs["translate"] = offset_translate(layer, idx + (region[0], region[2]))
         prev = self._preview_layer
@@ -1421,11 +1524,15 @@ class DenoiseWidget(RestoreWidget):
         layer = result.source.layer
         if not self._present(layer):
             return
-        record: dict[str, Any] = {"source": layer.name, "params": asdict(params),
-                                  "lam": [list(i.lam) for i in result.infos],
-                                  "sigma": [list(i.sigma) for i in result.infos],
+        lams = [i for i in result.infos if isinstance(i, LamInfo)]
+        record: dict[str, Any] = {"source": layer.name, "method": params.method, "params": asdict(params),
+                                  "lam": [list(i.lam) for i in lams],
+                                  "sigma": [list(i.sigma) for i in lams],
                                   "lazy": result.source.lazy}
-        if result.source.lazy:  # no one lam: each Dask block chooses its own
+        if params.method != "wavelet":  # lam set by the method from sigma
+            record["lam"] = record["sigma"] = None
+            record["strength"] = params.multiplier
+        elif result.source.lazy:  # no one lam: each Dask block chooses its own
             record["lam"] = record["sigma"] = None
             if params.lam_mode != "manual":
                 record["lam_chosen"] = f"by {_MODE_LABELS[params.lam_mode]} in each block"
@@ -1437,10 +1544,10 @@ class DenoiseWidget(RestoreWidget):
         kwargs = layer_kwargs(layer, "", {})
         if result.source.multiscale:
             kwargs["multiscale"] = True
-        out = self.add_result(layer, result.data, f"{layer.name} [{params.penalty}]", record, kwargs)
+        out = self.add_result(layer, result.data, f"{layer.name} [{params.tag}]", record, kwargs)
         self._apply_infos = list(result.infos)
-        if result.infos:
-            self._last_info = result.infos[-1]
+        if lams:
+            self._last_info = lams[-1]
         self._show_info(format_info(result.infos, params, result.noise))
         if result.noise is not None and (result.noise.gain_estimated or result.noise.sigma_estimated):
             from napari.utils.notifications import show_info
