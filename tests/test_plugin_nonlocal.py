@@ -191,3 +191,27 @@ def test_a_nonlocal_run_moves_the_bar_within_a_plane_and_keeps_the_gui_live(view
     assert "one plane [non-local]" in viewer.layers and not errors
     assert len({v for v in seen if widget.progress.min < v < widget.progress.max}) >= 3
     assert max(np.diff(ticks)) < CANCEL_BOUND_S  # the event loop ran all along (the library releases the GIL)
+
+
+def test_a_volume_preview_shows_the_fast_method_first_unless_its_subvolume_is_kept():
+    from napari.layers import Image
+    from restore_napari._common import LruCache
+
+    vol = np.load(__file__.rsplit("/", 1)[0] + "/data/nuclei_16x64x64.npz")["volume"].astype(np.float32)
+    source = _denoise.Source.of(Image(vol, name="nuclei"))
+    params = _denoise.DenoiseParams(method="nonlocal", volume=True, noise="gaussian", sigma=500.0)
+    volumes, region, depth = LruCache(2), (0, 64, 0, 64), (0, 16)
+
+    def preview(z):
+        gen = _denoise.preview_task(_runner.Control(), source, (z,), region, params, None, depth, volumes)
+        return [item.value for item in gen if isinstance(item, _runner.Output)]
+
+    first = preview(5)
+    assert [info.provisional for _, info in first[:1]] == [True] and len(first) == 2
+    data, (info, _) = first[1]
+    assert info.method == "nonlocal" and not info.provisional
+    want = restore.denoise_nonlocal_tree(vol, sigma=500.0, axes=(0, 1, 2))
+    np.testing.assert_allclose(data, want[5], rtol=1e-4, atol=0.5)
+    again = preview(8)  # another plane of the kept sub-volume: its own result at once, no stand-in
+    assert len(again) == 1
+    np.testing.assert_allclose(again[0][0], want[8], rtol=1e-4, atol=0.5)
