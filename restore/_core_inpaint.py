@@ -1,16 +1,15 @@
-"""Kernels of non-local inpainting: groups of similar patches coded jointly with masked data under the tree norm.
+"""Kernels of non-local inpainting: the steps of coding groups of similar patches jointly with masked data.
 
-A chunk of reference patches is matched on features of the current
-estimate (:func:`restore._blockmatch.match_one`, the project's one block
-matcher), each group of ``k`` patches is coded by iterative shrinkage with
-masked data (LSSC's simultaneous sparse coding): the patches' known pixels
-are the data, the coefficients (a separable orthonormal transform of each
-patch, then an orthonormal Haar transform along the group) are shrunk by the
-prox of the tree-l2 norm of :func:`restore._nonlocal.group_tree`, whose nodes
-own a coefficient across the group's patches (:func:`restore._core.prox_tree_l2`,
-the kernel of :func:`restore.prox`). The reconstructions are added, with
-weights, into the chunk's own buffers (the caller sums them in chunk order,
-so the result does not depend on the number of threads).
+:mod:`restore.inpainting.grouping` strings them together per chunk of
+reference patches: the matching (:func:`restore._blockmatch.match_many`, the
+project's one block matcher, on :func:`patch_features`), :func:`gather_groups`,
+then FISTA steps of :func:`analyse` (a separable orthonormal transform of
+each patch, then an orthonormal Haar transform along the group), the prox of
+the tree-l2 norm (:func:`restore._core.prox_tree_l2`, the kernel of
+:func:`restore.prox`), :func:`synthesise` and :func:`fista_step`, and
+:func:`aggregate`. Small kernels, not one fused one: each compiles in well
+under a second, and the matching and the prox reuse the kernels the denoiser
+and the coder compile.
 
 Kernels use the flags of :mod:`restore._config` (``cache=True``,
 ``nogil=True``: callers run them on their own threads).
@@ -21,8 +20,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from . import _core
-from ._blockmatch import match_one
 from ._config import JIT
 
 
@@ -111,98 +108,73 @@ def _haar_rows(X, n, k, q, tmp, inverse):
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def code_groups(U, known, F, soff, refs, h, k, A, AT, perm, own_ptr, node_end, parent, weights, lam, n_inner,
-                debias, win, bnum, bden, b0, b1):
-    """Match, code and aggregate the groups of the reference origins ``refs`` (n, 2) (global (row, col)).
+def gather_groups(U, known, idx, soff, X, Kn):
+    """The patches of the groups ``idx`` (n, k, 3) (first index relative to ``soff``) of ``U`` (H, W) into X (n, k p^2).
 
-    ``U`` (C, H, W) is the current estimate (known pixels exact), ``known``
-    (H, W) uint8 the data's support, ``F`` the features of the origins whose
-    first index starts at ``soff`` (:func:`patch_features`), ``h`` the half
-    search window. Each channel of a group is coded by ``n_inner`` steps of
-    FISTA (step 1: the transforms are orthonormal and the mask a
-    projection) from the estimate: transform, prox of ``lam`` times
-    the tree-l2 norm, inverse, known pixels put back. The last
-    reconstruction is added, times ``win`` and the group's weight
-    (``1 / (1 + nonzeros of channel 0)``, as BM3D), into ``bnum`` (C, bh, bw)
-    and ``win`` times the weight into ``bden`` (bh, bw), whose pixel (0, 0)
-    is the global ``(b0, b1)``.
+    ``Kn`` receives the patches of ``known`` (uint8, 1 where known).
     """
-    n = refs.shape[0]
-    C = U.shape[0]
-    p = A.shape[0]
+    n, k = idx.shape[0], idx.shape[1]
+    p = int(np.sqrt(X.shape[1] // k) + 0.5)
     q = p * p
-    kq = k * q
-    idx = np.empty((n, k, 3), dtype=np.int64)
-    dist = np.empty(k)
-    X = np.empty((n, kq))
-    X0 = np.empty((n, kq)) if debias else np.empty((0, kq))
-    Y = np.empty((n, kq))
-    R = np.empty((n, kq))  # the previous reconstruction (FISTA)
-    Kn = np.empty((n, kq), dtype=np.uint8)
-    tmp = np.empty(max(kq, q))
-    lams = np.full(n, lam)
-    m_work = max(parent.shape[0], kq)
-    work = np.empty((4, m_work))
-    iwork = np.empty((2, m_work), dtype=np.int64)
-    w = np.empty(n)
     for i in range(n):
-        match_one(F, refs[i, 0] - soff, 0, refs[i, 1], h, 0, h, k, idx[i], dist)
         for m in range(k):
             r0, c0 = idx[i, m, 0] + soff, idx[i, m, 2]
             for a in range(p):
                 for b in range(p):
+                    X[i, m * q + a * p + b] = U[r0 + a, c0 + b]
                     Kn[i, m * q + a * p + b] = known[r0 + a, c0 + b]
-    for ch in range(C):
-        for i in range(n):
-            for m in range(k):
-                r0, c0 = idx[i, m, 0] + soff, idx[i, m, 2]
-                for a in range(p):
-                    for b in range(p):
-                        v = U[ch, r0 + a, c0 + b]
-                        X[i, m * q + a * p + b] = v
-                        Y[i, m * q + a * p + b] = v
-        t = 1.0
-        for i in range(n):
-            for j in range(kq):
-                R[i, j] = X[i, j]
-        for it in range(n_inner):
-            _transform_rows(X, A, AT, tmp, n, k, p)
-            _haar_rows(X, n, k, q, tmp, False)
-            if debias:
-                X0[:, :] = X
-            _core.prox_tree_l2(X, 0, n, perm, own_ptr, node_end, parent, weights, lams, work, iwork)
-            if debias:
-                for i in range(n):
-                    for j in range(kq):
-                        if X[i, j] != 0.0:
-                            X[i, j] = X0[i, j]
-            if ch == 0 and it == n_inner - 1:
-                for i in range(n):
-                    nnz = 0
-                    for j in range(kq):
-                        if X[i, j] != 0.0:
-                            nnz += 1
-                    w[i] = 1.0 / (1.0 + nnz)
-            _haar_rows(X, n, k, q, tmp, True)
-            _transform_rows(X, AT, A, tmp, n, k, p)
-            if it < n_inner - 1:  # FISTA's extrapolation, then the known pixels put back
-                t_next = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
-                beta = (t - 1.0) / t_next
-                t = t_next
-                for i in range(n):
-                    for j in range(kq):
-                        r = X[i, j]
-                        if Kn[i, j]:
-                            X[i, j] = Y[i, j]
-                        else:
-                            X[i, j] = r + beta * (r - R[i, j])
-                        R[i, j] = r
-        for i in range(n):
-            for m in range(k):
-                r0, c0 = idx[i, m, 0] + soff - b0, idx[i, m, 2] - b1
-                for a in range(p):
-                    for b in range(p):
-                        ww = w[i] * win[a, b]
-                        bnum[ch, r0 + a, c0 + b] += ww * X[i, m * q + a * p + b]
-                        if ch == 0:
-                            bden[r0 + a, c0 + b] += ww
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def analyse(X, A, AT, k, p):
+    """Group coefficients in place: ``A P A^T`` for each patch P of each row of X, then Haar along the group."""
+    n = X.shape[0]
+    tmp = np.empty(max(k * p * p, p * p))
+    _transform_rows(X, A, AT, tmp, n, k, p)
+    _haar_rows(X, n, k, p * p, tmp, False)
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def synthesise(X, A, AT, k, p):
+    """The inverse of :func:`analyse`, in place."""
+    n = X.shape[0]
+    tmp = np.empty(max(k * p * p, p * p))
+    _haar_rows(X, n, k, p * p, tmp, True)
+    _transform_rows(X, AT, A, tmp, n, k, p)
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def fista_step(X, Y, Kn, R, beta):
+    """FISTA's extrapolation of the reconstruction X from the previous one R, the known pixels (Y where Kn) put back.
+
+    R receives X's reconstruction (before extrapolation).
+    """
+    n, m = X.shape
+    for i in range(n):
+        for j in range(m):
+            r = X[i, j]
+            if Kn[i, j]:
+                X[i, j] = Y[i, j]
+            else:
+                X[i, j] = r + beta * (r - R[i, j])
+            R[i, j] = r
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def aggregate(X, idx, soff, win, w, bnum, bden, b0, b1):
+    """Add ``w[i] * win *`` each patch of the groups X at its place in ``bnum``, and ``w[i] * win`` in ``bden``.
+
+    The buffers' pixel (0, 0) is the global ``(b0, b1)``; ``idx`` as in
+    :func:`gather_groups`.
+    """
+    n, k = idx.shape[0], idx.shape[1]
+    p = win.shape[0]
+    q = p * p
+    for i in range(n):
+        for m in range(k):
+            r0, c0 = idx[i, m, 0] + soff - b0, idx[i, m, 2] - b1
+            for a in range(p):
+                for b in range(p):
+                    ww = w[i] * win[a, b]
+                    bnum[r0 + a, c0 + b] += ww * X[i, m * q + a * p + b]
+                    bden[r0 + a, c0 + b] += ww

@@ -21,7 +21,7 @@ from functools import partial
 
 import numpy as np
 
-from .. import _core_inpaint
+from .. import _blockmatch, _core, _core_inpaint
 from .._nonlocal import group_tree
 from .patches import patch_positions, window_sums
 
@@ -210,10 +210,36 @@ class _Pass:
         e1 = min(W - p, int(rs[:, 1].max()) + h) + p
 
         def run():
+            n = len(rs)
+            refs3 = np.zeros((n, 3), dtype=np.int64)
+            refs3[:, 0] = rs[:, 0] - f0
+            refs3[:, 2] = rs[:, 1]
+            idx = np.empty((n, s.k, 3), dtype=np.int64)
+            _blockmatch.match_many(F, refs3, h, 0, h, s.k, idx, np.empty((n, s.k)), np.empty(n, dtype=np.int64))
             bnum = np.zeros((C, e0 - b0, e1 - b1))
             bden = np.zeros((e0 - b0, e1 - b1))
-            _core_inpaint.code_groups(self.U, self.known, F, f0, rs, h, s.k, self.A, self.AT, t.perm, t.own_ptr,
-                                      t.node_end, t.parent, t.weights, lam, s.n_inner, s.debias, self.win, bnum,
-                                      bden, b0, b1)
+            kq = s.k * p * p
+            X = np.empty((n, kq))
+            Kn = np.empty((n, kq), dtype=np.uint8)
+            lams = np.full(n, lam)
+            work = np.empty((4, max(len(t.parent), kq)))
+            iwork = np.empty((2, max(len(t.parent), kq)), dtype=np.int64)
+            for ch in range(C):
+                _core_inpaint.gather_groups(self.U[ch], self.known, idx, f0, X, Kn)
+                Y, R = X.copy(), X.copy()
+                step = 1.0
+                for it in range(s.n_inner):
+                    _core_inpaint.analyse(X, self.A, self.AT, s.k, p)
+                    _core.prox_tree_l2(X, 0, n, t.perm, t.own_ptr, t.node_end, t.parent, t.weights, lams, work,
+                                       iwork)
+                    if ch == 0 and it == s.n_inner - 1:  # BM3D's weight: groups kept sparse are trusted more
+                        w = 1.0 / (1.0 + np.count_nonzero(X, axis=1))
+                    _core_inpaint.synthesise(X, self.A, self.AT, s.k, p)
+                    if it < s.n_inner - 1:
+                        nxt = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * step * step))
+                        _core_inpaint.fista_step(X, Y, Kn, R, (step - 1.0) / nxt)
+                        step = nxt
+                _core_inpaint.aggregate(X, idx, f0, self.win, w, bnum[ch], bden if ch == 0 else
+                                        np.zeros_like(bden), b0, b1)
             return b0, b1, bnum, bden
         return run
