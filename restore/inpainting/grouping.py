@@ -3,11 +3,14 @@
 Each pass matches patches on the current estimate (known pixels plus the
 filled ones) with the project's block matcher, codes every group of ``k``
 patches jointly under the tree-l2 norm of :func:`restore._nonlocal.group_tree`
-with its known pixels as data (LSSC's simultaneous sparse coding, by
-iterative shrinkage), and replaces the missing pixels by the weighted
-average of the groups' reconstructions. ``lam`` falls from pass to pass, so
-that detail builds up as the matches improve. The kernels are in
-:mod:`restore._core_inpaint`.
+with its known pixels as data (LSSC's simultaneous sparse coding, by a few
+FISTA steps from the estimate), and replaces the missing pixels by the
+weighted average of the groups' reconstructions (BM3D's weights times a
+Gaussian window), blended with the estimate before the pass. ``lam`` falls
+from pass to pass. The work is cut into chunks of reference patches that do
+not depend on the number of threads; each chunk adds into its own buffers,
+summed in chunk order, so the result is the same for any number of threads.
+The kernels are in :mod:`restore._core_inpaint`.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ __all__ = ["GroupSettings", "group_passes", "n_group_steps", "plan_references"]
 
 log = logging.getLogger("restore.inpainting")
 
-_CHUNK_REFS = 128  # reference patches per chunk: one numba call, one progress step (well under 0.2 s)
+_CHUNK_REFS = 128  # reference patches per chunk: one progress step (well under 0.2 s), a few numba calls
 _STRIP_ROWS = 48  # rows of reference origins per strip: the features of a strip (plus the window) are in memory
 _WINDOW_SD = 0.5  # sd of the Gaussian weights of a patch's pixels in the average, in patch sides
 _IN_FLIGHT_PER_THREAD = 3  # chunks queued per thread: threads stay busy, finished buffers wait little
@@ -52,7 +55,8 @@ class GroupSettings:
     step : int
         Side of the blocks whose means are the matching features (1: every pixel).
     n_inner : int
-        Iterations of shrinkage per group and pass.
+        FISTA steps per group and pass (more pull the missing pixels further towards the group's consensus:
+        better on repeated structure, worse where there is none).
     bands : int
         Bands of the group's Haar coefficients with their own subtree (see :func:`group_tree`).
     lams : tuple of float
