@@ -91,14 +91,14 @@ def main() -> None:
         viewer.window._qt_window.resize(1600, 1000)  # noqa: SLF001 - a fixed window for comparable numbers
         layer = viewer.add_image(img, name="big")
         docks = {}
-        for name in ("Denoise (wavelet tree)", "Inpaint", "Learn dictionary"):
+        for name in ("Denoise", "Inpaint", "Learn dictionary"):
             docks[name] = viewer.window.add_plugin_dock_widget(PLUGIN, name)
         for _ in range(50):
             app.processEvents()
         heights = {name: dock.sizeHint().height() for name, (dock, _) in docks.items()}
         print("  dock sizeHint heights: " + ", ".join(f"{k} {v} px" for k, v in heights.items())
               + f" (sum {sum(heights.values())} px)")
-        w = docks["Denoise (wavelet tree)"][1]
+        w = docks["Denoise"][1]
         wait(lambda: not w.busy)
         w.image.value = layer
         w.cycle_spins.value = args.spins

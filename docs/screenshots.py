@@ -76,7 +76,7 @@ def main() -> None:
 
         # Denoise: estimate sigma, denoise, then Compare shows the input and the result side by side.
         viewer.open_sample(PLUGIN, "noisy_camera")
-        _, denoise = viewer.window.add_plugin_dock_widget(PLUGIN, "Denoise (wavelet tree)")
+        _, denoise = viewer.window.add_plugin_dock_widget(PLUGIN, "Denoise")
         _wait(app, lambda: not denoise.busy)
         _pick(denoise.image, viewer.layers["camera"])
         denoise.estimate.clicked.emit()

@@ -4,7 +4,7 @@ import threading
 import time
 
 PLUGIN = "restore-tree"
-DENOISE, INPAINT, LEARN = "Denoise (wavelet tree)", "Inpaint", "Learn dictionary"
+DENOISE, INPAINT, LEARN = "Denoise", "Inpaint", "Learn dictionary"
 TIMEOUT = 30_000  # a widget's job on a test image, first-use compilation included
 CANCEL_BOUND_S = 1.5  # "Cancel acts within about a second", with room for a busy test machine
 

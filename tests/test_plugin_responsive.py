@@ -167,7 +167,7 @@ SCRIPT = """
     viewer = napari.Viewer(show=False)
     rng = np.random.default_rng(0)
     layer = viewer.add_image(rng.standard_normal((1024, 1024)).astype(np.float32), name="noise")
-    _, widget = viewer.window.add_plugin_dock_widget("restore-tree", "Denoise (wavelet tree)")
+    _, widget = viewer.window.add_plugin_dock_widget("restore-tree", "Denoise")
     widget.image.value = layer
     widget.cycle_spins.value = 8
     widget.preview.value = True

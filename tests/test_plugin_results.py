@@ -27,7 +27,7 @@ def _photo(dtype, shape=(64, 64), seed=0):
 def test_denoise_keeps_each_images_type_and_range(make_napari_viewer, qtbot, errors):
     """Integers come back in their dtype and range (rounded, clipped), floats keep their precision."""
     viewer = make_napari_viewer()
-    widget = dock(viewer, qtbot, "Denoise (wavelet tree)")
+    widget = dock(viewer, qtbot, "Denoise")
     dtypes = (np.uint8, np.uint16, np.float32, np.float64)
     sources = [viewer.add_image(_photo(dtype), name=np.dtype(dtype).name) for dtype in dtypes]
     viewer.layers.selection = set(sources)
@@ -51,7 +51,7 @@ def test_results_keep_transform_rgb_contrast_and_record_parameters(make_napari_v
     labels = np.zeros((SIZE, SIZE), np.uint8)
     labels[22:26, 8:40] = 1
     viewer.add_labels(labels, name="scratch", scale=(0.5, 2.0), translate=(3.0, -4.0))
-    denoise = dock(viewer, qtbot, "Denoise (wavelet tree)")
+    denoise = dock(viewer, qtbot, "Denoise")
     inpaint = dock(viewer, qtbot, "Inpaint")
     denoise.image.value = src
     inpaint.image.value = src
@@ -75,7 +75,7 @@ def test_results_keep_transform_rgb_contrast_and_record_parameters(make_napari_v
 
 def test_running_again_replaces_the_previous_result_unless_each_run_is_kept(make_napari_viewer, qtbot, errors):
     viewer = make_napari_viewer()
-    widget = dock(viewer, qtbot, "Denoise (wavelet tree)")
+    widget = dock(viewer, qtbot, "Denoise")
     src = viewer.add_image(_photo(np.float32), name="photo")
     widget.image.value = src
     [first] = press(qtbot, viewer, widget, widget.apply_button)
@@ -96,7 +96,7 @@ def test_running_again_on_an_rgb_layer_replaces_its_previous_result(make_napari_
     rgb = np.stack([_photo(np.uint8, (SIZE, SIZE), seed=k) for k in range(3)], axis=-1)
     src = viewer.add_image(rgb, name="colour", rgb=True)
     if kind == "denoise":
-        widget = dock(viewer, qtbot, "Denoise (wavelet tree)")
+        widget = dock(viewer, qtbot, "Denoise")
         button, name, setting = widget.apply_button, "colour [tree_l2]", widget.multiplier
     else:
         labels = np.zeros((SIZE, SIZE), np.uint8)

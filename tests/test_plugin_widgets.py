@@ -13,7 +13,7 @@ from restore_napari import _common, _denoise, _runner  # noqa: E402
 
 pytestmark = pytest.mark.gui
 
-WIDGET = "Denoise (wavelet tree)"
+WIDGET = "Denoise"
 TIMEOUT = 20_000  # ms
 
 
@@ -143,7 +143,7 @@ def test_errors_become_notifications(viewer_widget, qtbot, errors):
     _pick(widget, src)
     widget.apply_button.clicked.emit()
     qtbot.waitUntil(lambda: bool(errors) and not widget.busy, timeout=TIMEOUT)
-    assert errors == ["restore-tree: image contains NaN or infinite values"]
+    assert len(errors) == 1 and errors[0].startswith("restore-tree: image") and "NaN" in errors[0]
     assert [layer.name for layer in viewer.layers] == ["nan"]
     assert widget.status.value == errors[0]
 
