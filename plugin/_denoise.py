@@ -44,6 +44,8 @@ from ._widgets import RestoreWidget, _camera
 if TYPE_CHECKING:
     import napari
 
+    from restore.noise import NoiseEstimate
+
 __all__ = [
     "LAM_MODES",
     "METHODS",
@@ -76,7 +78,7 @@ WAVELETS = ("haar", "db2", "db3", "db4", "db5", "db6", "db7", "db8",
 LAM_MODES = ("sure", "rule", "manual")
 _MODE_LABELS = {"sure": "SURE", "rule": "rule", "manual": "manual"}
 #: The user's words for the library's noise models.
-NOISE_LABELS = {"gaussian": "Gaussian", "poisson-gaussian": "Poisson-Gaussian"}
+NOISE_LABELS = {"auto": "auto (from the image)", "gaussian": "Gaussian", "poisson-gaussian": "Poisson-Gaussian"}
 WARM_KEY = "denoise"
 #: The denoising methods offered, in the user's words: the library's wavelet tree (the default) and non-local tree.
 METHODS = {"wavelet": "wavelet tree: fast", "nonlocal": "non-local tree: best quality"}
@@ -132,7 +134,8 @@ class DenoiseParams:
     method: str = "wavelet"
 
     def __post_init__(self) -> None:
-        from restore.denoise import CONVEX_PENALTIES, NOISE_MODELS
+        from restore.denoise import CONVEX_PENALTIES
+        from restore.noise import NOISE_CHOICES
 
         if self.method not in METHODS:
             raise ValueError(f"unknown method {self.method!r}; supported: {', '.join(METHODS)}")
@@ -143,8 +146,8 @@ class DenoiseParams:
                              "use the rule or a manual lam")
         if not np.isfinite(self.multiplier) or self.multiplier < 0:
             raise ValueError(f"the strength multiplier must be >= 0, got {self.multiplier!r}")
-        if self.noise not in NOISE_MODELS:
-            raise ValueError(f"unknown noise model {self.noise!r}; supported: {', '.join(NOISE_MODELS)}")
+        if self.noise not in NOISE_CHOICES:
+            raise ValueError(f"unknown noise model {self.noise!r}; supported: {', '.join(NOISE_CHOICES)}")
         if self.gain is not None and not (np.isfinite(self.gain) and self.gain > 0):
             raise ValueError(f"the gain must be > 0 (image units per photon), or blank to estimate it; "
                              f"got {self.gain!r}")
@@ -159,6 +162,19 @@ class DenoiseParams:
         while SURE runs. The non-local method has no lam to show: one call.
         """
         return self.volume or self.noise != "gaussian" or self.method != "wavelet"
+
+    @property
+    def estimates_noise(self) -> bool:
+        """Whether the layer's noise is estimated on the whole layer: its model ('auto'), or gain and read noise."""
+        if self.noise == "auto":
+            return self.sigma is None  # a sigma given alone is Gaussian noise's, as in the library
+        return self.noise == "poisson-gaussian" and (self.gain is None or self.sigma is None)
+
+    def for_noise(self, noise: NoiseInfo | None) -> DenoiseParams:
+        """The settings with 'auto' as the layer's estimate chose (:func:`photon_model`: None is Gaussian noise)."""
+        if self.noise != "auto":
+            return self
+        return replace(self, noise="gaussian" if noise is None else "poisson-gaussian")
 
     @property
     def n_spatial(self) -> int:
@@ -228,14 +244,21 @@ class NoiseInfo:
     sigma: float
     gain_estimated: bool
     sigma_estimated: bool
+    estimate: NoiseEstimate | None = None  # the library's, when one was made
 
     def record(self) -> dict[str, Any]:
         """What the result's metadata keeps."""
-        return {"noise": "poisson-gaussian", "gain": self.gain, "read_noise_sigma": self.sigma,
-                "gain_estimated": self.gain_estimated, "sigma_estimated": self.sigma_estimated}
+        record = {"noise": "poisson-gaussian", "gain": self.gain, "read_noise_sigma": self.sigma,
+                  "gain_estimated": self.gain_estimated, "sigma_estimated": self.sigma_estimated}
+        if self.estimate is not None:
+            record["noise_estimate"] = self.estimate.describe()
+        return record
 
     def text(self) -> str:
-        """One line for the user."""
+        """One line for the user: the library's (:meth:`restore.NoiseEstimate.describe`) when all was estimated."""
+        if self.estimate is not None and self.gain_estimated and self.sigma_estimated:
+            return self.estimate.describe()
+
         def tag(estimated: bool) -> str:
             return "estimated" if estimated else "given"
 
@@ -284,7 +307,7 @@ def denoise_plane(control: Control, plane: Any, params: DenoiseParams, rgb: bool
     mid = f0 + (f1 - f0) * (_choice_share(replace(params, lam_mode=method)) if choice is None else 0.0)
     if choice is None:
         choice = yield from control.call(
-            restore.choose_lam, colour, sigma=params.sigma, penalty=params.penalty, method=method,
+            restore.choose_lam, colour, noise="gaussian", sigma=params.sigma, penalty=params.penalty, method=method,
             wavelet=params.wavelet, penalize_approx=params.penalize_approx, channel_axis=channel_axis,
             span=(f0, mid), text=text)
         if cache is not None and full_key is not None:
@@ -296,7 +319,8 @@ def denoise_plane(control: Control, plane: Any, params: DenoiseParams, rgb: bool
     info = LamInfo(lam=lam, sigma=tuple(choice.sigma), mode=params.lam_mode, multiplier=mult,
                    sigma_given=params.sigma is not None)
     out = yield from control.call(
-        restore.denoise_wavelet_tree, colour, lam=list(lam), penalty=params.penalty, wavelet=params.wavelet,
+        restore.denoise_wavelet_tree, colour, noise="gaussian", lam=list(lam), penalty=params.penalty,
+        wavelet=params.wavelet,
         penalize_approx=params.penalize_approx, cycle_spins=int(params.cycle_spins), channel_axis=channel_axis,
         span=(mid, f1), text=text)
     return with_alpha(out, alpha), info
@@ -428,10 +452,22 @@ def noise_sample(source: Source, n_spatial: int) -> np.ndarray:
     """A bounded part of the layer for noise estimation: the whole when small, else a centred crop.
 
     Spatial axes first and colour channels as leading planes, as
-    :func:`restore.estimate_noise` reads a stack.
+    :func:`restore.estimate_noise` reads a stack. Of a lazy (Dask or
+    multiscale) layer, the middle plane, or :data:`LAZY_SAMPLE_PLANES` planes
+    of the middle volume: a few chunks are read, not the layer.
     """
-    shape = np.shape(source.data)
+    data = source.data
+    shape = np.shape(data)
     n_sp = len(shape) - source.rgb
+    if source.lazy:
+        mid = tuple(s // 2 for s in shape[:n_sp - 2])
+        if n_spatial == 3 and n_sp >= 3:
+            depth = min(shape[n_sp - 3], LAZY_SAMPLE_PLANES)
+            start = (shape[n_sp - 3] - depth) // 2
+            mid = mid[:-1] + (slice(start, start + depth),)
+        data = data[mid]
+        shape = np.shape(data)
+        n_sp = len(shape) - source.rgb
     size = int(np.prod(shape[:n_sp], dtype=np.int64))
     if size > NOISE_SAMPLE_VOXELS:  # shrink every axis by the same factor (a unit's spatial axes at least 2 long)
         f = (NOISE_SAMPLE_VOXELS / size) ** (1.0 / n_sp)
@@ -439,18 +475,22 @@ def noise_sample(source: Source, n_spatial: int) -> np.ndarray:
         box = tuple(slice((s - k) // 2, (s - k) // 2 + k) for s, k in zip(shape[:n_sp], keep, strict=True))
     else:
         box = ()
-    sample = as_float(np.asarray(source.data[box]))
+    sample = as_float(np.asarray(data[box]))
     colour, _ = split_alpha(sample, source.rgb)
     return np.moveaxis(colour, -1, 0) if source.rgb else colour
 
+
+#: Planes of a lazy volume the noise is estimated on (the estimate reads planes): at 256 x 256 pixels a plane, 1 M
+#: samples, far more than the noise-level function needs, and a chunk or two of depth read, not the volume.
+LAZY_SAMPLE_PLANES = 16
 
 #: Photon-noise estimate's time per sampled voxel over denoising's per voxel (ratio): sets its share of the bar.
 ESTIMATE_COST_RATIO = 0.04
 
 
 def _estimate_share(source: Source, params: DenoiseParams, voxels: int | None = None) -> float:
-    """The part of a layer's progress span its photon-noise estimate takes (0 when nothing is estimated)."""
-    if params.noise != "poisson-gaussian" or (params.gain is not None and params.sigma is not None):
+    """The part of a layer's progress span its noise estimate takes (0 when nothing is estimated)."""
+    if not params.estimates_noise:
         return 0.0
     shape = np.shape(source.data)
     n = int(np.prod(shape[:len(shape) - source.rgb], dtype=np.int64)) if voxels is None else voxels
@@ -461,32 +501,58 @@ def _estimate_share(source: Source, params: DenoiseParams, voxels: int | None = 
 
 def photon_model(control: Control, source: Source, params: DenoiseParams, cache: LruCache | None = None,
                  span: tuple[float, float] = (0.0, 1.0)) -> Generator[Progress | None, None, NoiseInfo | None]:
-    """The layer's Poisson-Gaussian model: the values given, the others estimated once on a bounded sample.
+    """The layer's Poisson-Gaussian model, or None for Gaussian noise (sigma then per plane or volume).
 
-    The estimate's progress goes on ``span`` of the bar.
+    What the library would estimate on the whole layer (:attr:`DenoiseParams.estimates_noise`:
+    the model with 'auto', gain and read noise not given), estimated once by
+    :func:`restore.estimate_noise` on a bounded sample (:func:`noise_sample`)
+    and kept in ``cache`` for the layer. The estimate's progress goes on ``span`` of the bar.
     """
-    if params.noise != "poisson-gaussian":
+    if not params.estimates_noise:
+        if params.noise == "poisson-gaussian":  # gain and read noise given
+            return NoiseInfo(float(params.gain), float(params.sigma), False, False)
         return None
-    if params.gain is not None and params.sigma is not None:
-        return NoiseInfo(float(params.gain), float(params.sigma), False, False)
-    key = (source.key, "photon")
-    est = cache.get(key) if cache is not None else None
     name = getattr(source.layer, "name", None)
+    what = "photon " if params.noise == "poisson-gaussian" else ""
+    est = _layer_estimate(cache, source, params.noise)
     if est is None:
-        est = yield from control.call(_estimate_photons, noise_sample(source, params.n_spatial), span=span,
-                                      text=f"Estimating the photon noise{f' of {name!r}' if name else ''}\u2026")
+        est = yield from control.call(restore.estimate_noise, noise_sample(source, params.n_spatial),
+                                      noise=params.noise, span=span,
+                                      text=f"Estimating the {what}noise{f' of {name!r}' if name else ''}\u2026")
         if cache is not None:
-            cache.set(key, est)
+            cache.set((source.key, "noise", params.noise), est)
+    if est.noise != "poisson-gaussian":
+        return None
     if params.gain is None and not est.gain > 0:
         raise ValueError(f"could not estimate a gain > 0 from {repr(name) if name else 'the image'} (its noise does "
                          "not grow with its level): give the gain, or choose Gaussian noise")
     return NoiseInfo(float(est.gain if params.gain is None else params.gain),
                      float(est.sigma if params.sigma is None else params.sigma),
-                     params.gain is None, params.sigma is None)
+                     params.gain is None, params.sigma is None, est)
 
 
-def _estimate_photons(sample: np.ndarray, progress: Any = None) -> Any:
-    return restore.estimate_noise(sample, noise="poisson-gaussian", progress=progress)
+def _estimate_layer(control: Control, source: Source, params: DenoiseParams, cache: LruCache | None,
+                    idx: tuple[int, ...]) -> Generator[Progress | None, None, NoiseInfo | float]:
+    """The Estimate button beyond Gaussian noise: the layer's photon model, or, when 'auto' chose Gaussian, sigma."""
+    noise = yield from photon_model(control, source, params, cache)
+    if noise is not None:
+        return noise
+    return (yield from estimate_task(control, source, idx))
+
+
+def _layer_estimate(cache: LruCache | None, source: Source, noise: str) -> NoiseEstimate | None:
+    """The layer's kept estimate for ``noise``.
+
+    'auto''s serves Poisson-Gaussian noise when it chose it (the same
+    parameters: :func:`restore.estimate_noise`).
+    """
+    if cache is None:
+        return None
+    est = cache.get((source.key, "noise", noise))
+    if est is None and noise == "poisson-gaussian":
+        auto = cache.get((source.key, "noise", "auto"))
+        est = auto if auto is not None and auto.noise == noise else None
+    return est
 
 
 def lazy_result(source: Source, params: DenoiseParams, noise: NoiseInfo | None) -> Any:
@@ -618,9 +684,10 @@ def denoise_task(control: Control, sources: Sequence[Source], params: DenoisePar
         done += size
         mid = f0 + (f1 - f0) * _estimate_share(s, params, None if not s.lazy else size)
         noise = yield from photon_model(control, s, params, cache, span=(f0, mid))
+        chosen = params.for_noise(noise)  # 'auto' as the layer's estimate chose
         name = s.layer.name if s.layer is not None else ""
         if s.lazy:
-            data = lazy_result(s, params, noise)
+            data = lazy_result(s, chosen, noise)
             data = yield from first_view(control, data, view, (mid, f1), f"Denoising what is shown of {name!r}\u2026")
             yield Output(Denoised(s, data, [], noise))
             continue
@@ -631,10 +698,10 @@ def denoise_task(control: Control, sources: Sequence[Source], params: DenoisePar
             span = (mid + (f1 - mid) * k / len(units), mid + (f1 - mid) * (k + 1) / len(units))
             where = f" {what} {k + 1} of {len(units)}" if len(units) > 1 else ""
             text = f"Denoising {name!r}{where}\u2026" if s.layer is not None else ""
-            if params.whole_units:
-                den, info = yield from denoise_unit(control, s.data[idx], params, s.rgb, noise, span, text)
+            if chosen.whole_units:
+                den, info = yield from denoise_unit(control, s.data[idx], chosen, s.rgb, noise, span, text)
             else:
-                den, info = yield from denoise_plane(control, s.data[idx], params, s.rgb, cache, (s.key, idx), span,
+                den, info = yield from denoise_plane(control, s.data[idx], chosen, s.rgb, cache, (s.key, idx), span,
                                                      text)
             infos.append(info)
             out[idx] = like_input(den, out.dtype)
@@ -663,6 +730,8 @@ def preview_task(control: Control, source: Source, idx: tuple[int, ...], region:
     wavelet method, its info a provisional :class:`MethodInfo`, unless the
     sub-volume is kept; its own result follows.
     """
+    noise = yield from photon_model(control, source, params, cache, span=(0.0, 0.1))
+    params = params.for_noise(noise)  # 'auto' as the layer's estimate chose
     if params.method != "wavelet" and not (
             depth is not None and volumes is not None and (source.key, idx[:-1], depth, region, params) in volumes):
         stand_in = MethodInfo(params.method, params.multiplier, params.sigma, provisional=True)
@@ -675,7 +744,6 @@ def preview_task(control: Control, source: Source, idx: tuple[int, ...], region:
             key = (source.key, idx[:-1], depth, region, params)
             kept = volumes.get(key) if volumes is not None else None
             if kept is None:
-                noise = yield from photon_model(control, source, params, cache, span=(0.0, 0.1))
                 crop = np.asarray(source.data[idx[:-1] + (slice(*depth), slice(r0, r1), slice(c0, c1))])
                 vol, info = yield from denoise_unit(control, crop, params, source.rgb, noise, (0.1, 1.0))
                 kept = (like_input(vol, source.dtype), (info, noise))
@@ -684,7 +752,6 @@ def preview_task(control: Control, source: Source, idx: tuple[int, ...], region:
             vol, infos = kept
             yield Output((vol[z - depth[0]], infos))
             return
-        noise = yield from photon_model(control, source, params, cache, span=(0.0, 0.1))
         crop = np.asarray(source.data[idx + (slice(r0, r1), slice(c0, c1))])
         out, info = yield from denoise_unit(control, crop, params, source.rgb, noise, (0.1, 1.0))
         yield Output((like_input(out, source.dtype), (info, noise)))
@@ -915,11 +982,13 @@ class DenoiseWidget(RestoreWidget):
                                 tooltip="Plane by plane (photographs, time series, stacks of unrelated planes), "
                                         "or each 3-D volume as a whole (z-stacks: uses the third dimension; "
                                         "offered for layers with 3 spatial axes)")
-        from restore.denoise import NOISE_MODELS
+        from restore.noise import NOISE_CHOICES
 
-        self.noise = ComboBox(choices=[(NOISE_LABELS.get(m, m), m) for m in NOISE_MODELS],
+        self.noise = ComboBox(choices=[(NOISE_LABELS.get(m, m), m) for m in NOISE_CHOICES],
                               value=_library_default("noise"), name="noise",
-                              tooltip="Gaussian: the same noise everywhere (photographs). Poisson-Gaussian: "
+                              tooltip="auto: the image's noise decides, estimated once per layer (the choice is "
+                                      "shown below). Gaussian: the same noise everywhere (photographs). "
+                                      "Poisson-Gaussian: "
                                       "photon noise that grows with brightness, plus camera read noise "
                                       "(fluorescence microscopy)")
         self.gain = FloatSpinBox(value=0.0, min=0.0, max=1e12, step=1e-4, name="gain",
@@ -1082,7 +1151,7 @@ class DenoiseWidget(RestoreWidget):
         The user's choices for it (this session, or for its file), else what
         its axes and metadata say, else the user's last choices.
         """
-        from restore.denoise import NOISE_MODELS
+        from restore.noise import NOISE_CHOICES
 
         chosen = dict(_LAYER_CHOICES.get(layer.unique_id, {}))
         path = _layer_file(layer)
@@ -1094,7 +1163,7 @@ class DenoiseWidget(RestoreWidget):
             process = (True if label in DEPTH_LABELS else bool(self.settings.value("process", False))
                        if is_unnamed_axis(label) else False)
         noise = chosen.get("noise") or layer_noise_model(layer) or self.settings.value("noise", None)
-        return {"process": bool(process), "noise": noise if noise in NOISE_MODELS else _library_default("noise")}
+        return {"process": bool(process), "noise": noise if noise in NOISE_CHOICES else _library_default("noise")}
 
     def _apply_layer_choices(self, layer: Any) -> None:
         self._layer_defaults = True
@@ -1425,7 +1494,11 @@ class DenoiseWidget(RestoreWidget):
         """Estimate sigma on the current plane (in the background), fill the box and switch auto off.
 
         With Poisson-Gaussian noise, estimate the layer's gain and read noise
-        instead (on a bounded part of it) and fill both boxes.
+        instead (on a bounded part of it) and fill both boxes. With 'auto',
+        estimate the layer's noise model first (the library's choice, kept
+        for the layer): Poisson-Gaussian fills gain and read noise, Gaussian
+        is estimated on the plane as for Gaussian noise (a sigma given with
+        'auto' is Gaussian noise's, as in the library).
         """
         if self.runner.busy:
             return None
@@ -1438,13 +1511,21 @@ class DenoiseWidget(RestoreWidget):
             self.show_error(exc)
             return None
         self._install_close_hook()
-        if params.noise == "poisson-gaussian":
-            def found(noise: NoiseInfo) -> None:
+        if params.noise != "gaussian":
+            def found(noise: NoiseInfo | float) -> None:
+                if not isinstance(noise, NoiseInfo):  # 'auto' chose Gaussian noise: the plane's sigma
+                    est = _layer_estimate(self._lam_cache, source, params.noise)
+                    self.sigma.value = noise
+                    self.sigma_auto.value = False
+                    self.status.value = (f"Estimated \u03c3 = {noise:.4g} on the plane shown"
+                                         + (f" ({est.describe()})." if est is not None else "."))
+                    return
+                self.noise.value = "poisson-gaussian"
                 self.gain.value, self.sigma.value = noise.gain, noise.sigma
                 self.sigma_auto.value = False
                 self.status.value = f"Estimated on {layer.name!r}: {noise.text()}."
 
-            return self._start(Task(photon_model, (source, params, self._lam_cache),
+            return self._start(Task(_estimate_layer, (source, params, self._lam_cache, idx),
                                     text="Estimating the photon noise\u2026", on_return=found,
                                     inputs=(layer,), layers=self._viewer.layers))
 

@@ -29,7 +29,7 @@ NOISE_MODELS: tuple[str, ...] = ("gaussian", "poisson-gaussian")
 
 #: What the denoisers and :func:`restore.estimate_noise` accept as ``noise``: a model, or ``"auto"`` (the image's
 #: noise-level function chooses between them).
-NOISE_CHOICES: tuple[str, ...] = ("auto", *NOISE_MODELS)
+NOISE_CHOICES: tuple[str, ...] = ("auto",) + NOISE_MODELS
 
 #: Step of each inpainting pass's patch grid, in pixels: a pass codes 1/stride**2 of the patches touching the
 #: mask.

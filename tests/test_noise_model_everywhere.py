@@ -181,3 +181,69 @@ def test_cli_keeps_a_gaussian_photo_gaussian_and_unchanged(photo, tmp_path, caps
     assert len(line) == 1 and "chosen" in line[0]
     sigma = float(line[0].split("sigma ")[1].split()[0].rstrip(";"))
     assert 20 < sigma < 32  # 0.1 in 8-bit units, in the file's units
+
+
+# ---------------------------------------------------------------------------
+# The plugin: one library estimate per layer, its line shown
+# ---------------------------------------------------------------------------
+
+
+def _plugin():
+    pytest.importorskip("napari")
+    from restore_napari import _common, _denoise, _runner
+
+    return _common, _denoise, _runner
+
+
+def _layer(data, name="s"):
+    from napari.layers import Image
+
+    _, _denoise, _ = _plugin()
+    return _denoise.Source.of(Image(data, name=name))
+
+
+def _run(sources, params, cache=None):
+    _common, _denoise, _runner = _plugin()
+    seen, _ = _runner.drive(_denoise.denoise_task(_runner.Control(), sources, params, cache))
+    return [v.value for v in seen if isinstance(v, _runner.Output)]
+
+
+def test_plugin_finds_photon_noise_with_one_library_estimate_per_layer_and_shows_its_line(photons, clean,
+                                                                                          monkeypatch):
+    _common, _denoise, _runner = _plugin()
+    monkeypatch.setenv(_common.SYNC_ENV, "1")
+    params = _denoise.DenoiseParams(volume=True)
+    assert params.noise == "auto"
+    calls = []
+    real = restore.estimate_noise
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("noise"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(restore, "estimate_noise", counted)
+    monkeypatch.setattr(restore.noise, "estimate_noise", counted)
+    monkeypatch.setattr("restore.denoise._noise_model.estimate_noise", counted)
+    vol = photons.astype(np.float32)
+    cache = _common.LruCache()
+    (out,) = _run([_layer(vol)], params, cache)
+    assert calls == ["auto"]  # once, by the library's public function
+    est = real(vol)
+    assert est.describe() in _denoise.format_info(out.infos, params, out.noise)
+    want = denoise_wavelet_tree(vol, axes=(0, 1, 2), noise=est)
+    np.testing.assert_allclose(out.data, want, atol=1e-5)
+    assert psnr(out.data, clean) > psnr(denoise_wavelet_tree(vol, axes=(0, 1, 2), noise="gaussian"), clean) + 2
+    source = _layer(vol)
+    _run([source], params, cache)
+    _run([source], params, cache)  # the same layer again (a second run): its estimate is kept
+    assert calls == ["auto", "auto"]
+
+
+def test_plugin_keeps_a_gaussian_photo_gaussian_and_unchanged(photo, monkeypatch):
+    _common, _denoise, _runner = _plugin()
+    monkeypatch.setenv(_common.SYNC_ENV, "1")
+    y = photo[1].astype(np.float32)
+    (auto,) = _run([_layer(y)], _denoise.DenoiseParams())
+    (gauss,) = _run([_layer(y)], _denoise.DenoiseParams(noise="gaussian"))
+    np.testing.assert_array_equal(auto.data, gauss.data)
+    assert auto.noise is None or "Gaussian" in _denoise.format_info(auto.infos, _denoise.DenoiseParams(), auto.noise)
