@@ -217,7 +217,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
         # 7. non-local passes on the luminance (the unit-norm grey axis); the colour differences keep the result's
         t0 = time.perf_counter()
         start[M] = values
-        L = luminance(start.astype(np.float64))[None]
+        L = luminance(start).astype(np.float64)[None]  # not start in float64: 16 MP x 3 channels
         before = L[0][M]
         n_threads = default_num_threads()
         with ThreadPoolExecutor(n_threads, thread_name_prefix="restore-inpaint") as pool:
