@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 import pywt
@@ -213,3 +215,16 @@ def test_choose_lam_reports_each_sure_evaluation(camera, rng):
     choice = choose_lam(noisy, sigma=0.1, progress=lambda d, t: reports.append(d))
     assert choice == choose_lam(noisy, sigma=0.1)
     assert len(reports) > 10 and reports == sorted(reports)
+
+
+def test_strength_multiplies_the_chosen_lam_and_keeps_level_weights(camera, rng):
+    noisy = camera + 0.1 * rng.standard_normal(camera.shape)
+    choice = choose_lam(noisy, sigma=0.1, per_level=True)
+    for strength in (0.5, 2.0):
+        scaled = dataclasses.replace(choice, lam=tuple(v * strength for v in choice.lam))
+        np.testing.assert_allclose(denoise_wavelet_tree(noisy, sigma=0.1, per_level=True, strength=strength),
+                                   denoise_wavelet_tree(noisy, sigma=0.1, lam=scaled), atol=1e-12)
+    np.testing.assert_array_equal(denoise_wavelet_tree(noisy, sigma=0.1, strength=1.0),
+                                  denoise_wavelet_tree(noisy, sigma=0.1))
+    with pytest.raises(ValueError, match="strength"):
+        denoise_wavelet_tree(noisy, strength=-1.0)

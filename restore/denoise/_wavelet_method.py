@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .._cache import call_scope
 from .._progress import ProgressCallback, Steps
-from .._validation import check_choice, check_int, check_per_channel
+from .._validation import check_choice, check_int, check_number, check_per_channel
 from ..noise import NoiseEstimate
 from ..proximal import PENALTIES
 from ._driver import check_call, drive
@@ -65,10 +65,11 @@ class WaveletTree:
     per_level: bool | None
     wiener: bool
     seed: Any  # of numpy.random.default_rng: SURE's probe starts afresh from it on each unit and channel
+    strength: float = 1.0  # multiplies lam, chosen or given
 
     @classmethod
     def checked(cls, layout: Layout, shape: tuple[int, ...], *, lam, penalty, wavelet, level, penalize_approx,
-                cycle_spins, per_level, wiener, rng, axes) -> WaveletTree:
+                cycle_spins, per_level, wiener, rng, axes, strength=1.0) -> WaveletTree:
         """The method's settings checked, for an image of ``shape`` and ``layout`` (no pixel read)."""
         n_shifts = max(check_int("cycle_spins", cycle_spins, min=0), 1)
         check_choice("wiener", wiener, (None, True, False), plural="values")
@@ -92,8 +93,9 @@ class WaveletTree:
                                  f"another transform: expected {n_channels} channel(s) of {n_levels} levels")
         else:
             lam_method, lams = None, tuple(check_per_channel("lam", lam, n_channels))
+        strength = check_number("strength", strength, min=0.0)
         return cls(penalty, wavelet, levels, bool(penalize_approx), n_shifts, lam_method, lams, weights, per_level,
-                   _use_wiener(wiener, len(sp_axes)), _seed(rng))
+                   _use_wiener(wiener, len(sp_axes)), _seed(rng), strength)
 
     @property
     def needs_sigma(self) -> bool:
@@ -139,7 +141,7 @@ class WaveletTree:
             lam, weights = self.lams[channel], None if w is None else np.array(w)
         else:
             lam, weights = self.choose(unit, sigma, var_map, steps)
-        out = _denoise_plane(unit, lam, self.penalty, plan, self.penalize_approx,
+        out = _denoise_plane(unit, lam * self.strength, self.penalty, plan, self.penalize_approx,
                              _tree_shifts(self.n_shifts, self.wiener), steps, weights, var_map)
         for wiener_plan, k in _wiener_passes(plan, self.n_shifts) if self.wiener else []:
             out = _wiener_plane(unit, out, sigma, wiener_plan, k, steps, var_map)
@@ -240,6 +242,7 @@ def denoise_wavelet_tree(
     *,
     sigma: float | Sequence[float] | None = None,
     lam: float | Sequence[float] | LamMethod | LamChoice | None = None,
+    strength: float = 1.0,
     penalty: str = "tree_l2",
     wavelet: str = "db3",
     level: int | Sequence[int] | None = None,
@@ -292,6 +295,9 @@ def denoise_wavelet_tree(
         weighs each level); a :class:`LamChoice` from :func:`choose_lam`
         applies its lam and level weights; None picks ``'sure'`` for ``l1``,
         ``tree_l2``, ``tree_linf`` and ``'rule'`` for ``l0``, ``tree_l0``.
+    strength : float, default 1.0
+        Multiplies ``lam`` (chosen or given; SURE's level weights are
+        kept): above 1 smooths more, below 1 keeps more detail (and noise).
     penalty : {'tree_l2', 'tree_linf', 'tree_l0', 'l1', 'l0'}
         ``tree_l2`` (default) is the best on natural images; ``l1`` and
         ``l0`` are soft and hard thresholding; ``tree_l0`` is Donoho's
@@ -474,7 +480,7 @@ def denoise_wavelet_tree(
                                     progress=progress, sliced_axes=sliced_axes)
     method = WaveletTree.checked(layout, arr.shape, lam=lam, penalty=penalty, wavelet=wavelet, level=level,
                                  penalize_approx=penalize_approx, cycle_spins=cycle_spins, per_level=per_level,
-                                 wiener=wiener, rng=rng, axes=axes)
+                                 wiener=wiener, rng=rng, axes=axes, strength=strength)
     return drive(arr, layout, model, method, progress)
 
 
