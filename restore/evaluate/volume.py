@@ -303,24 +303,39 @@ def _bm4d(y: np.ndarray, sigma: float) -> np.ndarray:
     return np.asarray(bm4d.bm4d(y, sigma), dtype=np.float64)
 
 
-_WARMED: set = set()  # the noise settings this process has compiled and tabulated for
+_WARMED: set = set()  # the (method, noise setting) pairs this process has loaded and tabulated for
 
 
-def _warm_up(setting: tuple) -> None:
-    """Load numba's kernels and the inverse's table before timing, once per process and setting.
+def _warm_up(method: str, setting: tuple) -> None:
+    """Run ``method`` once on a tiny volume before it is timed, once per process and noise setting.
 
-    Otherwise the first restore unit of a process pays them, and its method
+    The first call loads numba's kernels, the inverse's table, scikit-image's
+    modules or BM4D's library; otherwise the first unit of a process pays
+    them (up to a second, many times a small volume's work), and its method
     looks slower than the next one.
     """
-    if setting in _WARMED:
+    if method == "noisy" or (method, setting) in _WARMED:
         return
+    tiny = np.random.default_rng(0).random((8, 32, 32))
+    _denoise(method, tiny, setting, cycle_spins=2)
+    _WARMED.add((method, setting))
+
+
+def _denoise(method: str, y: np.ndarray, setting: tuple, cycle_spins: int) -> np.ndarray:
+    """``method``'s estimate of the clean volume from ``y``, given the true noise parameters."""
     from ..denoise import denoise_nonlocal_tree, denoise_wavelet_tree
 
-    tiny = np.random.default_rng(0).random((8, 32, 32))
-    for axes in (None, (0, 1, 2)):
-        denoise_wavelet_tree(tiny, axes=axes, cycle_spins=2, **_restore_noise(setting))
-    denoise_nonlocal_tree(tiny, axes=(0, 1, 2), **_restore_noise(setting))
-    _WARMED.add(setting)
+    if method == "noisy":
+        return y
+    if method == "planes":
+        return denoise_wavelet_tree(y, cycle_spins=cycle_spins, **_restore_noise(setting))
+    if method == "octree":
+        return denoise_wavelet_tree(y, axes=(0, 1, 2), cycle_spins=cycle_spins, **_restore_noise(setting))
+    if method == "nonlocal":  # its own parameters (no cycle spins): the noise model as the octree's
+        return denoise_nonlocal_tree(y, axes=(0, 1, 2), **_restore_noise(setting))
+    if method == "skimage-3d":
+        return _through_anscombe(_skimage_3d, y, setting)
+    return _through_anscombe(_bm4d, y, setting)
 
 
 def _psnr(x: np.ndarray, ref: np.ndarray) -> float:
@@ -353,27 +368,14 @@ def run_volume_unit(clean: np.ndarray, name: str, volume_index: int, setting: tu
     -------
     list of dict
         One row. CPU seconds are :func:`time.process_time` of the process
-        running the unit (all its threads); the warm-up of restore's kernels
-        is not counted.
+        running the unit (all its threads); the one-off loading of a
+        method's kernels and modules (a first call on a tiny volume) is not
+        counted.
     """
-    from ..denoise import denoise_nonlocal_tree, denoise_wavelet_tree
-
     y = _noisy(clean, volume_index, setting, draw, config.seed)
-    if method in ("planes", "octree", "nonlocal"):
-        _warm_up(setting)
+    _warm_up(method, setting)
     c0, w0 = time.process_time(), time.perf_counter()
-    if method == "noisy":
-        out = y
-    elif method == "planes":
-        out = denoise_wavelet_tree(y, cycle_spins=config.cycle_spins, **_restore_noise(setting))
-    elif method == "octree":
-        out = denoise_wavelet_tree(y, axes=(0, 1, 2), cycle_spins=config.cycle_spins, **_restore_noise(setting))
-    elif method == "nonlocal":  # its own parameters (no cycle spins): the noise model as the octree's
-        out = denoise_nonlocal_tree(y, axes=(0, 1, 2), **_restore_noise(setting))
-    elif method == "skimage-3d":
-        out = _through_anscombe(_skimage_3d, y, setting)
-    else:  # bm4d
-        out = _through_anscombe(_bm4d, y, setting)
+    out = _denoise(method, y, setting, config.cycle_spins)
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     noise, sigma, peak, read = setting
     return [{"volume": name, "noise": noise, "sigma": sigma, "peak": peak, "read_noise": read, "draw": draw,
