@@ -129,20 +129,26 @@ def add_patch(coefs, I0, I1, I2, src, t1, t2, dst, win, w, bnum, bden, q0, q1, q
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def shrink_groups(X, lam, perm, own_ptr, node_end, parent, weights, debias):
-    """Stage 1's shrinkage of the groups X (n, k * P) in place: the prox of ``lam`` times the tree-l2 norm.
+def shrink_groups(X, lam, perm, own_ptr, node_end, parent, weights, debias, l0):
+    """Stage 1's shrinkage of the groups X (n, k * P) in place: the prox of ``lam`` times a tree norm.
 
     The tree is given by its flat arrays (``Tree._flat`` of
-    :func:`restore._nonlocal.group_tree`); the prox is :func:`restore._core.prox_tree_l2`.
-    With ``debias``, every coefficient the prox keeps takes back its value
-    before shrinkage (the tree-l2 norm chooses the support, as hard
-    thresholding would, without its shrinkage bias).
+    :func:`restore._nonlocal.group_tree`); the prox is
+    :func:`restore._core.prox_tree_l2`, or with ``l0``
+    :func:`restore._core.prox_tree_l0` (the tree-l0 penalty: hard
+    thresholding of whole subtrees). With ``debias``, every coefficient the
+    tree-l2 prox keeps takes back its value before shrinkage (the tree-l2
+    norm chooses the support, as hard thresholding would, without its
+    shrinkage bias).
     """
     n, p = X.shape
     m_work = max(parent.shape[0], p)
     work = np.empty((4, m_work))
     iwork = np.empty((2, m_work), dtype=np.int64)
     X0 = X.copy() if debias else X
+    if l0:
+        _core.prox_tree_l0(X, 0, n, perm, own_ptr, node_end, parent, weights, np.full(n, lam), work, iwork)
+        return
     _core.prox_tree_l2(X, 0, n, perm, own_ptr, node_end, parent, weights, np.full(n, lam), work, iwork)
     if debias:
         for i in range(n):
@@ -153,7 +159,7 @@ def shrink_groups(X, lam, perm, own_ptr, node_end, parent, weights, debias):
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def stage1_chunk(F, T, soff, refs, h0, h1, h2, k, perm, own_ptr, node_end, parent, weights, lam,
-                  I0, I1, I2, win, bnum, bden, borg, debias):
+                 I0, I1, I2, win, bnum, bden, borg, debias, l0):
     """Stage 1 for the references ``refs`` (n, 3) (global origins): match on F, shrink T's groups, aggregate.
 
     ``F`` and ``T`` hold the features and coefficients of the origins of a
@@ -176,7 +182,7 @@ def stage1_chunk(F, T, soff, refs, h0, h1, h2, k, perm, own_ptr, node_end, paren
                 X[i, m * p + c] = T[q0, q1, q2, c]
         haar_group(X[i], k, p, tmp, False)
     Xin = X.copy()
-    shrink_groups(X, lam, perm, own_ptr, node_end, parent, weights, debias)
+    shrink_groups(X, lam, perm, own_ptr, node_end, parent, weights, debias, l0)
     src = np.empty((p0, p1, p2))
     t1 = np.empty((p0, p1, p2))
     t2 = np.empty((p0, p1, p2))
@@ -194,7 +200,7 @@ def stage1_chunk(F, T, soff, refs, h0, h1, h2, k, perm, own_ptr, node_end, paren
         haar_group(x, k, p, tmp, True)
         for m in range(k):
             add_patch(x[m * p:(m + 1) * p], I0, I1, I2, src, t1, t2, dst, win, w, bnum, bden,
-                       idx[i, m, 0] + soff - borg[0], idx[i, m, 1] - borg[1], idx[i, m, 2] - borg[2])
+                      idx[i, m, 0] + soff - borg[0], idx[i, m, 1] - borg[1], idx[i, m, 2] - borg[2])
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
@@ -232,4 +238,4 @@ def stage2_chunk(F, TE, TN, soff, refs, h0, h1, h2, k, sigma2, I0, I1, I2, win, 
         haar_group(x, k, p, tmp, True)
         for m in range(k):
             add_patch(x[m * p:(m + 1) * p], I0, I1, I2, src, t1, t2, dst, win, w, bnum, bden,
-                       idx[m, 0] + soff - borg[0], idx[m, 1] - borg[1], idx[m, 2] - borg[2])
+                      idx[m, 0] + soff - borg[0], idx[m, 1] - borg[1], idx[m, 2] - borg[2])

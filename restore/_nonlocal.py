@@ -86,41 +86,59 @@ class NonlocalSettings:
     patch : int, optional
         Patch side, pixels: 8 (2-D), 4 (3-D), BM3D's and BM4D's sizes. Sides
         that are powers of 2 give a full quad-tree (octree) of coefficients.
+    patch2 : int, optional
+        Patch side of stage 2, pixels: ``patch`` (2-D), 5 (3-D, BM4D's
+        Wiener size: stage 2's DCT needs no power of 2; 4 lost 0.2-0.4 dB
+        on the synthetic volumes).
     stride, stride1 : int, optional
         Step of the grid of reference patches of stage 2 and of stage 1,
         pixels: 3 and 4 (2-D: stage 1 only guides stage 2, whose stride
-        matters more), 2 and 3 (3-D); the last position of each axis is
+        matters more), 3 and 3 (3-D, BM4D's steps; 2 in stage 2 costs
+        twice the time for no gain); the last position of each axis is
         always a reference. Work falls as the square (cube) of the stride.
     window : int, optional
         Side of the search window, pixels (odd): 25 (2-D: BM3D's 39 costs
-        twice the matching for no gain), 15 (3-D: 11 lost on thin
-        filaments).
-    k1, k2 : int
-        Patches per group in stage 1 and stage 2: 16 and 16 (32 in stage 2
-        costs more for no gain), powers of 2 (the Haar transform along the
-        group). A window near a corner holding fewer candidates repeats the
-        matches it has.
+        twice the matching for no gain), 21 (3-D: thin filaments find
+        their matches further away; 15 lost 0.3 dB on them).
+    k1, k2 : int, optional
+        Patches per group in stage 1 and stage 2: 16, and 16 (2-D: 32
+        costs more for no gain) or 32 (3-D, BM4D's), powers of 2 (the Haar
+        transform along the group). A window near a corner holding fewer
+        candidates repeats the matches it has.
     lam : float, optional
-        Stage 1's tree-l2 ``lam`` in units of sigma: 0.28 (2-D), 0.5 (3-D),
-        one multiple for every sigma. Each node's weight is the square root
+        Stage 1's ``lam`` in units of sigma, one multiple for every sigma.
+        For 'l2' (default 0.28, 2-D): each node's weight is the square root
         of its group's size, so a group of pure noise would vanish from
         ``lam`` about 1; stage 1 only guides stage 2, which is best when
-        stage 1 keeps more. The result is sensitive to it (a tenth off
-        costs a few tenths of a dB).
+        stage 1 keeps more. For 'l0' (default 2.4, 3-D): the threshold of
+        one coefficient (see ``penalty``). The result is sensitive to it (a
+        tenth off costs a few tenths of a dB).
     transform, transform2 : {'haar', 'dct'}
         Orthonormal separable transform of each patch in stage 1 ('haar':
         its coefficients form the quad-tree the penalty assumes) and stage 2
         ('dct', better for the Wiener filter); 'haar' needs sides that are
         powers of 2.
-    bands : int
+    bands : int, optional
         Bands of the group's Haar coefficients that get their own subtree
-        (see :func:`group_tree`): 2, the group's mean patch and its
-        deviations (1, a node for all the patches alike, does not average
-        the group's noise away; more bands gain nothing).
+        (see :func:`group_tree`): for 'l2', 2, the group's mean patch and
+        its deviations (1, a node for all the patches alike, does not
+        average the group's noise away; more bands gain nothing); for 'l0',
+        every scale of the group's Haar transform its own band
+        (``log2(k1) + 1``), so that a node's hard decision spans few
+        coefficients.
     debias : bool
         Give the coefficients stage 1 keeps back their values before
         shrinkage: False (True needs a larger ``lam`` and guides stage 2
         less well).
+    penalty : {'l2', 'l0'}, optional
+        Stage 1's tree penalty: 'l2' (2-D; the tree-l2 norm, soft shrinkage
+        of subtrees) or 'l0' (3-D; the tree-l0 penalty, Donoho's dynamic
+        programme on the same core: hard thresholding of subtrees, as
+        BM3D/BM4D's stage 1 thresholds coefficients; on the synthetic
+        volumes its stage 1 is 1.5 dB above the tree-l2 one). With 'l0',
+        ``lam`` is the threshold of one coefficient in units of sigma (a
+        node costs ``(lam * sigma)**2 / 2`` per coefficient it owns; BM4D
+        thresholds at 2.7).
     features, features2 : int, optional
         Leading transform coefficients per axis compared by block matching
         in stage 1 (on the noisy image) and stage 2 (on stage 1's
@@ -136,16 +154,19 @@ class NonlocalSettings:
     """
 
     patch: int | None = None
+    patch2: int | None = None
     stride: int | None = None
     stride1: int | None = None
     window: int | None = None
+    window2: int | None = None
     k1: int = 16
-    k2: int = 16
+    k2: int | None = None
     lam: float | None = None
     transform: str = "haar"
     transform2: str = "dct"
-    bands: int = 2
+    bands: int | None = None
     debias: bool = False
+    penalty: str | None = None
     features: int | None = None
     features2: int | None = None
     pilot_weight: float = 0.0
@@ -158,14 +179,22 @@ class NonlocalSettings:
         s = replace(
             self,
             patch=self.patch if self.patch is not None else (8 if d2 else 4),
-            stride=self.stride if self.stride is not None else (3 if d2 else 2),
-            window=self.window if self.window is not None else (25 if d2 else 15),
+            stride=self.stride if self.stride is not None else 3,
+            window=self.window if self.window is not None else (25 if d2 else 21),
         )
+        s = replace(s, patch2=s.patch2 if s.patch2 is not None else (s.patch if d2 else 5),
+                    window2=s.window2 if s.window2 is not None else s.window)
+        s = replace(s, penalty=s.penalty if s.penalty is not None else ("l2" if d2 else "l0"),
+                    k2=s.k2 if s.k2 is not None else (16 if d2 else 32))
         s = replace(s, features=s.features if s.features is not None else s.patch)
-        s = replace(s, features2=s.features2 if s.features2 is not None else s.patch)
+        s = replace(s, features2=s.features2 if s.features2 is not None else s.patch2)
         s = replace(s, stride1=s.stride1 if s.stride1 is not None else (4 if d2 else 3))
-        s = replace(s, lam=s.lam if s.lam is not None else (0.28 if d2 else 0.5))
-        for name in ("patch", "stride", "stride1", "window", "k1", "k2", "features", "features2"):
+        if s.penalty not in ("l2", "l0"):
+            raise ValueError(f"penalty must be 'l2' or 'l0', got {s.penalty!r}")
+        s = replace(s, lam=s.lam if s.lam is not None else (0.28 if s.penalty == "l2" else 2.4))
+        levels = int(s.k1).bit_length() - 1 if isinstance(s.k1, (int, np.integer)) and s.k1 >= 1 else 0
+        s = replace(s, bands=s.bands if s.bands is not None else (2 if s.penalty == "l2" else levels + 1))
+        for name in ("patch", "patch2", "stride", "stride1", "window", "window2", "k1", "k2", "features", "features2"):
             v = getattr(s, name)
             if not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
@@ -173,17 +202,19 @@ class NonlocalSettings:
             v = getattr(s, name)
             if v & (v - 1):
                 raise ValueError(f"{name} must be a power of 2, got {v}")
-        if s.window % 2 == 0:
-            raise ValueError(f"window must be odd, got {s.window}")
-        for name in ("features", "features2"):
-            if getattr(s, name) > s.patch:
-                raise ValueError(f"{name} must be <= patch ({s.patch}), got {getattr(s, name)}")
+        for name in ("window", "window2"):
+            if getattr(s, name) % 2 == 0:
+                raise ValueError(f"{name} must be odd, got {getattr(s, name)}")
+        for name, side in (("features", "patch"), ("features2", "patch2")):
+            if getattr(s, name) > getattr(s, side):
+                raise ValueError(f"{name} must be <= {side} ({getattr(s, side)}), got {getattr(s, name)}")
         for name in ("transform", "transform2"):
             v = getattr(s, name)
             if v not in ("dct", "haar"):
                 raise ValueError(f"{name} must be 'dct' or 'haar', got {v!r}")
-            if v == "haar" and s.patch & (s.patch - 1):
-                raise ValueError(f"{name}='haar' needs a patch side that is a power of 2, got {s.patch}")
+            side = s.patch if name == "transform" else s.patch2
+            if v == "haar" and side & (side - 1):
+                raise ValueError(f"{name}='haar' needs a patch side that is a power of 2, got {side}")
         if not (np.isfinite(s.lam) and s.lam >= 0):
             raise ValueError(f"lam must be finite and >= 0, got {s.lam!r}")
         if not (np.isfinite(s.pilot_weight) and 0 <= s.pilot_weight <= 1):
@@ -192,9 +223,10 @@ class NonlocalSettings:
             raise ValueError(f"bands must be an integer >= 1, got {s.bands!r}")
         if not (np.isfinite(s.kaiser_beta) and s.kaiser_beta >= 0):
             raise ValueError(f"kaiser_beta must be finite and >= 0, got {s.kaiser_beta!r}")
-        n_cand = s.window ** ndim
-        if max(s.k1, s.k2 if s.wiener else 1) > n_cand:
-            raise ValueError(f"k1 and k2 must not exceed the window's {n_cand} candidates")
+        if s.k1 > s.window ** ndim:
+            raise ValueError(f"k1 must not exceed the window's {s.window ** ndim} candidates, got {s.k1}")
+        if s.wiener and s.k2 > s.window2 ** ndim:
+            raise ValueError(f"k2 must not exceed window2's {s.window2 ** ndim} candidates, got {s.k2}")
         return s
 
 
@@ -358,7 +390,8 @@ def nonlocal_steps(shape: tuple[int, ...], settings: NonlocalSettings | None = N
     shape3 = (shape[0], 1, shape[1]) if ndim == 2 else tuple(shape)
     total = 0
     for stage in (1, 2) if s.wiener else (1,):
-        strips = _plan(shape3, replace(s, stride=s.stride1) if stage == 1 else s, ndim)
+        one = replace(s, stride=s.stride1) if stage == 1 else replace(s, patch=s.patch2, window=s.window2)
+        strips = _plan(shape3, one, ndim)
         # each stage transforms the noisy image and its guide, then works through its references
         total += sum(2 * len(st.row_chunks) + len(st.ref_chunks) for st in strips)
     return total
@@ -378,7 +411,8 @@ def nonlocal_reach(ndim: int, settings: NonlocalSettings | None = None) -> tuple
     """
     s = (settings or NonlocalSettings()).resolved(ndim)
     one = 2 * (s.window // 2) + s.patch - 1
-    return (one * (2 if s.wiener else 1),) * ndim
+    two = 2 * (s.window2 // 2) + s.patch2 - 1
+    return (one + (two if s.wiener else 0),) * ndim
 
 
 # ---------------------------------------------------------------------------
@@ -422,8 +456,7 @@ def _kaiser3(patch3: tuple[int, int, int], beta: float) -> np.ndarray:
 
 def _stage(stage: int, y3: np.ndarray, guide3: np.ndarray, sigma: float, s: NonlocalSettings, ndim: int,
            pool: ThreadPoolExecutor | None, n_threads: int, report: Callable[[], None]) -> np.ndarray:
-    if stage == 1:
-        s = replace(s, stride=s.stride1)
+    s = replace(s, stride=s.stride1) if stage == 1 else replace(s, patch=s.patch2, window=s.window2)
     patch3, half3, n_orig, _ = _geometry(y3.shape, s, ndim)
     Ms = [np.ascontiguousarray(_transform_matrix(s.transform if stage == 1 else s.transform2, n)) for n in patch3]
     Is = [np.ascontiguousarray(m.T) for m in Ms]
@@ -437,6 +470,13 @@ def _stage(stage: int, y3: np.ndarray, guide3: np.ndarray, sigma: float, s: Nonl
     if stage == 1:
         tree = group_tree(patch3, k, s.bands)
         f = tree._flat
+        l0 = s.penalty == "l0"
+        if l0:  # a node costs lam per coefficient it owns (the root, the group's mean patch, nothing: always kept)
+            weights = np.diff(f.own_ptr).astype(np.float64)
+            weights[f.parent < 0] = 0.0
+            lam1 = 0.5 * (s.lam * sigma) ** 2
+        else:
+            weights, lam1 = f.weights, s.lam * sigma
     num = np.zeros(y3.shape)
     den = np.zeros(y3.shape)
     h0, h1, h2 = half3
@@ -471,8 +511,8 @@ def _stage(stage: int, y3: np.ndarray, guide3: np.ndarray, sigma: float, s: Nonl
                 bnum, bden = np.zeros(shape), np.zeros(shape)
                 if stage == 1:
                     stage1_chunk(F, TN, strip.s0, refs, h0, h1, h2, k, f.perm, f.own_ptr, f.node_end, f.parent,
-                                  f.weights, s.lam * sigma, Is[0], Is[1], Is[2], win, bnum, bden, borg,
-                                  s.debias)
+                                  weights, lam1, Is[0], Is[1], Is[2], win, bnum, bden, borg,
+                                  s.debias, l0)
                 else:
                     stage2_chunk(F, TG, TN, strip.s0, refs, h0, h1, h2, k, sigma * sigma, Is[0], Is[1], Is[2],
                                   win, bnum, bden, borg)
@@ -528,8 +568,9 @@ def nonlocal_denoise(y: np.ndarray, pilot: np.ndarray | None, sigma: float, *, s
         raise ValueError(f"sigma must be finite and > 0, got {sigma!r}")
     ndim = y.ndim
     s = (settings or NonlocalSettings()).resolved(ndim)
-    if min(y.shape) < s.patch:
-        raise ValueError(f"y must be at least patch={s.patch} pixels along every axis, got shape {y.shape}")
+    side = max(s.patch, s.patch2)
+    if min(y.shape) < side:
+        raise ValueError(f"y must be at least {side} pixels (the patch side) along every axis, got shape {y.shape}")
     y3 = np.ascontiguousarray(y, dtype=np.float64)
     g3 = np.ascontiguousarray(pilot, dtype=np.float64)
     if ndim == 2:

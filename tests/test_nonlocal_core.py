@@ -73,12 +73,33 @@ def test_the_joint_shrinkage_is_the_tree_l2_prox_of_the_group(patch3, k, bands, 
     lam = 0.7
     got = X.copy()
     f = tree._flat
-    shrink_groups(got, lam, f.perm, f.own_ptr, f.node_end, f.parent, f.weights, debias)
+    shrink_groups(got, lam, f.perm, f.own_ptr, f.node_end, f.parent, f.weights, debias, False)
     want = prox(X.T, lam, penalty="tree_l2", tree=tree).T
     if debias:
         want = np.where(want != 0, X, 0.0)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     assert np.any(got == 0) and np.any(got != 0)  # the case shrinks some groups and keeps others
+
+
+@pytest.mark.parametrize(("patch3", "k", "bands"), [((4, 4, 4), 16, 5), ((8, 1, 8), 8, 2)])
+def test_the_hard_group_decision_is_the_tree_l0_prox_of_the_group(patch3, k, bands):
+    from restore import Tree
+
+    rng = np.random.default_rng(2)
+    g = group_tree(patch3, k, bands)
+    own = np.array([len(g.node_vars(n)) for n in range(g.n_nodes)], dtype=float)
+    own[g.parents < 0] = 0.0  # each coefficient costs lam; the group's mean patch is free
+    tree = Tree.from_parents(g.parents, groups=[g.node_vars(n) for n in range(g.n_nodes)], weights=own)
+    X = rng.standard_normal((6, k * patch3[0] * patch3[1] * patch3[2])) * rng.uniform(0.5, 4.0, (6, 1))
+    lam = 0.5 * 2.7 ** 2
+    got = X.copy()
+    f = tree._flat
+    shrink_groups(got, lam, f.perm, f.own_ptr, f.node_end, f.parent, f.weights, False, True)
+    want = prox(X.T, lam, penalty="tree_l0", tree=tree).T
+    np.testing.assert_array_equal(got, want)
+    kept = got != 0
+    assert kept.any() and (~kept).any()
+    np.testing.assert_array_equal(got[kept], X[kept])  # hard: what is kept keeps its value
 
 
 def test_a_node_owns_its_coefficient_across_the_patches_of_its_band():
