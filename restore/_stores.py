@@ -18,9 +18,27 @@ resolution as the means of blocks of the one above; a plain array gives a
 plain array with the input's chunks and dtype; a TIFF gives an OME-Zarr
 image with its voxel size. A TIFF output is written page by page into a file beside its
 target, renamed into place, with the voxel size of the store or TIFF it
-comes from. The OME-NGFF metadata is written with zarr itself: the
-``ome-zarr`` package would add an S3 and HTTP stack (s3fs, aiobotocore,
-aiohttp) to the install for two JSON entries.
+comes from.
+
+A store may also be a URL that zarr reads through fsspec (``s3://``,
+``gs://``, ``memory://``; ``https://`` for reading): a cluster's workers
+then need no folder shared with the caller. An object store has no rename:
+the output is written beside its target under a hidden name and moved into
+place (copied object by object) when complete, or removed.
+
+On a cluster (``--scheduler``) each block is written by a task of its own,
+followed from here: the bar counts blocks, a cluster left without workers
+or a task that kills them stops the run in one line, and an interrupt
+waits for the tasks already running on workers before the temporary store
+is removed (a cancelled task finishes and would write it back).
+
+The OME-NGFF metadata is read and written with zarr itself, by hand:
+``ome-zarr``'s ``write_multiscales_metadata`` builds the multiscales entry
+from its arguments only (datasets, axes, name, ``metadata``), so an input's
+other keys (a multiscale-level ``coordinateTransformations``, ``type``)
+would be lost or could not be set, and its version from the format it is
+given, not the input's (0.4 in zarr format 2 stays 0.4 here). What we
+write is the input's entry with our levels and how they were made.
 """
 
 from __future__ import annotations
@@ -30,6 +48,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,12 +58,27 @@ import numpy as np
 from ._cache import call_scope
 from ._config import default_num_threads
 
-__all__ = ["ZarrInput", "check_zarr_output", "connect", "is_tiff", "is_zarr", "noise_sample", "open_tiff", "open_zarr",
-           "streams", "tiff_calibration", "write_tiff", "write_zarr"]
+__all__ = ["ClusterError", "ZarrInput", "check_zarr_output", "connect", "is_tiff", "is_zarr", "noise_sample",
+           "open_tiff", "open_zarr", "streams", "tiff_calibration", "write_tiff", "write_zarr"]
 
 MARK = "restore"  # attribute of the stores we write: --force replaces only those
 _METADATA = (".zarray", ".zgroup", "zarr.json")  # a folder with one of these is a zarr store (format 2 or 3)
 _DASK_TIMEOUT = "10s"  # waiting for a Dask scheduler before reporting it unreachable (the CLI, restore.evaluate)
+#: Seconds between two looks at a cluster's run: its blocks written, its workers (one small message each).
+_POLL_S = 0.5
+#: Seconds a cluster may have no worker before the run stops: a nanny restarts a dead worker in 1-2 s.
+_LOST_S = 10.0
+#: Seconds to wait, after an interrupt, for the tasks already running on workers (a block each) to finish.
+_SETTLE_S = 120.0
+#: Seconds between redraws of the progress bar on a terminal, and into a file (a log of a long run).
+_BAR_S = 0.1
+_LOG_BAR_S = 1.0
+#: OME-NGFF's downsampling description of our lower levels: means of whole blocks, what ome-zarr's Scaler calls
+#: 'local_mean' (scikit-image's downscale_local_mean).
+_PYRAMID_TYPE = {"type": "local_mean", "metadata": {
+    "description": "each level is the mean of blocks of voxels of the level above (restore denoise)",
+    "method": "dask.array.coarsen(numpy.mean)"}}
+_WRITE = "restore-write"  # name of the tasks writing blocks into an output store
 #: Voxels of the central sub-volume the noise is estimated on: bounded memory (128 MB as float64) and far more
 #: smooth samples than the estimators need.
 ESTIMATE_VOXELS = 1 << 24
@@ -76,8 +110,33 @@ _CENTIMETRES = {"nanometer": 1e-7, "micrometer": 1e-4, "millimeter": 0.1, "centi
                 "inch": 2.54}
 
 
+def is_url(path: Any) -> bool:
+    """Whether ``path`` is a URL (``s3://``, ``gs://``, ``https://``, ``memory://``...), read through fsspec."""
+    return isinstance(path, str) and "://" in path and not path.startswith("file://")
+
+
+def location(path: str | os.PathLike) -> str | Path:
+    """Where a store is: a URL as given (without a trailing slash), else an absolute local path.
+
+    Absolute: Dask's workers (``--scheduler``) open the stores from folders
+    of their own; a URL means the same on every machine.
+    """
+    if is_url(path):
+        return str(path).rstrip("/")
+    return Path(str(path).removeprefix("file://")).absolute()
+
+
+def _fs(url: str) -> tuple[Any, str]:
+    """The fsspec file system of a URL and the path on it."""
+    from fsspec.core import url_to_fs
+
+    return url_to_fs(url)
+
+
 def is_zarr(path: str | os.PathLike) -> bool:
-    """Whether a path names a zarr store: a ``.zarr`` suffix, or a folder holding zarr metadata."""
+    """Whether a path names a zarr store: a ``.zarr`` suffix (of the URL or one of its parts), or zarr metadata."""
+    if is_url(path):
+        return any(part.lower().endswith(".zarr") for part in str(path).split("/"))
     path = Path(path)
     if path.suffix.lower() == ".zarr":
         return True
@@ -192,8 +251,8 @@ def open_zarr(path: str | os.PathLike) -> ZarrInput:
     import dask.array as da
     import zarr
 
-    path = Path(path)
-    if not path.is_dir():
+    path = location(path)
+    if not is_url(path) and not path.is_dir():
         raise ValueError(f"input store {str(path)!r} does not exist")
     try:
         node = zarr.open(str(path), mode="r")
@@ -205,7 +264,7 @@ def open_zarr(path: str | os.PathLike) -> ZarrInput:
         multiscales = _ome_multiscales(attrs)
         if not multiscales:
             arrays = sorted(name for name, _ in node.arrays())
-            hint = f": give the array's path, e.g. {str(path / arrays[0])!r}" if arrays else ""
+            hint = f": give the array's path, e.g. {f'{path}/{arrays[0]}'!r}" if arrays else ""
             raise ValueError(f"{str(path)!r} is a zarr group, not an array or an OME-Zarr image{hint}")
         ms = dict(multiscales[0])
         level0 = dict(ms["datasets"][0])
@@ -413,10 +472,13 @@ def check_zarr_output(path: str | os.PathLike, inputs: list[Path], force: bool) 
     input, must be in an existing writable folder, and may exist only with
     ``force`` and only as a store that ``restore`` wrote.
     """
+    if is_url(path):
+        return _check_url_output(location(path), inputs, force)
     path = Path(path)
     if path.suffix.lower() != ".zarr":
         raise ValueError(f"output {str(path)!r}: a zarr input is written to a zarr store: give a name ending in "
                          ".zarr")
+    inputs = [src for src in inputs if not is_url(src)]
     for src in inputs:
         if _inside(path, src) or _inside(src, path):
             raise ValueError(f"output {str(path)!r} is the input {str(src)!r} or overlaps it; choose another name")
@@ -436,6 +498,35 @@ def check_zarr_output(path: str | os.PathLike, inputs: list[Path], force: bool) 
     except OSError as exc:
         raise ValueError(f"cannot write into {str(folder)!r}: {exc.strerror or exc}") from None
     return path
+
+
+def _check_url_output(url: str, inputs: list, force: bool) -> str:
+    """:func:`check_zarr_output` of a URL: the same rules, on the object store (a probe object written, removed)."""
+    import uuid
+
+    if not url.lower().endswith(".zarr"):
+        raise ValueError(f"output {url!r}: a zarr input is written to a zarr store: give a name ending in .zarr")
+    for src in map(str, inputs):
+        if url == src or url.startswith(src + "/") or src.startswith(url + "/"):
+            raise ValueError(f"output {url!r} is the input {src!r} or overlaps it; choose another name")
+    try:
+        fs, where = _fs(url)
+        exists = fs.exists(where)
+    except Exception as exc:  # noqa: BLE001 - an unknown protocol, a missing package, no access: one line
+        raise ValueError(f"cannot reach the output {url!r}: {_first_line(exc)}") from None
+    if exists:
+        if not force:
+            raise ValueError(f"{url!r} exists; pass --force to replace it")
+        if _mark(url) is None:
+            raise ValueError(f"{url!r} was not written by restore: it is never replaced; move it away or choose "
+                             "another name")
+    probe = f"{where.rsplit('/', 1)[0]}/.restore-probe.{uuid.uuid4().hex}"
+    try:
+        fs.pipe_file(probe, b"")
+        fs.rm_file(probe)
+    except Exception as exc:  # noqa: BLE001 - read-only (https), no permission: one line
+        raise ValueError(f"cannot write beside {url!r}: {_first_line(exc)}") from None
+    return url
 
 
 def connect(scheduler: str):
@@ -473,7 +564,13 @@ def write_zarr(path: Path, data: Any, like: ZarrInput, *, source: str, scheduler
     # a task writes whole shards (several tasks writing one shard would lose some of their chunks)
     written = da.core.normalize_chunks(like.shards, data.shape) if like.shards else like.data.chunks
     levels = _pyramid(like, data.shape)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    if is_url(path):
+        import uuid
+
+        head, name = str(path).rsplit("/", 1)
+        tmp: Any = f"{head}/.{name}.{uuid.uuid4().hex[:8]}.tmp"
+    else:
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     try:
         mark = {MARK: {"written_by": "restore denoise", "input": source}}
         kw: dict = {"dtype": data.dtype}
@@ -485,6 +582,11 @@ def write_zarr(path: Path, data: Any, like: ZarrInput, *, source: str, scheduler
             attributes = copy.deepcopy(like.attributes)
             ms = _ome_multiscales(attributes)[0]
             ms["datasets"] = _datasets(ms["datasets"][0], levels, data.ndim)
+            # how the input's levels were made is no longer true of ours
+            ms.pop("type", None)
+            ms.pop("metadata", None)
+            if levels:
+                ms.update(_PYRAMID_TYPE)
             group = zarr.open_group(str(tmp), mode="w", zarr_format=like.zarr_format,
                                     attributes={**attributes, **mark})
             target = group.create_array(like.array_path, shape=data.shape, chunks=chunks,
@@ -497,10 +599,13 @@ def write_zarr(path: Path, data: Any, like: ZarrInput, *, source: str, scheduler
             low = group.create_array(level_path, shape=shape, chunks=level_chunks, **kw)
             jobs.append((_downsample(jobs[-1][1], factors, level_chunks), low))
         _store(jobs, scheduler, progress)
-        os.chmod(tmp, 0o777 & ~_umask())
-        _replace(tmp, path)
+        if is_url(path):
+            _replace_url(tmp, str(path))
+        else:
+            os.chmod(tmp, 0o777 & ~_umask())
+            _replace(tmp, path)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove(tmp)
         raise
 
 
@@ -621,6 +726,33 @@ def _umask() -> int:
     return mask
 
 
+def _remove(store: Path | str) -> None:
+    """Remove a store of ours, a local folder or the objects under a URL, if it exists."""
+    if not is_url(store):
+        shutil.rmtree(store, ignore_errors=True)
+        return
+    with contextlib.suppress(FileNotFoundError):
+        fs, where = _fs(str(store))
+        fs.rm(where, recursive=True)
+
+
+def _replace_url(tmp: str, url: str) -> None:
+    """Move the finished store to its URL, after removing an old one (ours, checked).
+
+    An object store has no rename of a folder: the move copies each object
+    (on the server, for S3 and GCS) and deletes the original, and the old
+    store is gone before the new one is complete there: not atomic, unlike
+    a local store. Readers see the new store whole once this returns.
+    """
+    fs, where = _fs(url)
+    _remove(url)
+    src = _fs(tmp)[1]
+    fs.invalidate_cache()  # listings cached before the store was written would miss its objects
+    files = fs.find(src)  # objects only: fs.mv also copies S3's folder placeholders, which are not objects
+    fs.copy(files, [where + f[len(src):] for f in files])
+    fs.rm(src, recursive=True)
+
+
 def _replace(tmp: Path, path: Path) -> None:
     """Rename the finished store into place; an old one (ours, checked) is set aside first, then removed."""
     if not path.exists():
@@ -660,10 +792,7 @@ def _batches(chunks: tuple[tuple[int, ...], ...], size: int) -> list[tuple[slice
 def _store(jobs: list[tuple[Any, Any]], scheduler: str | None, progress: bool) -> None:
     """Compute each lazy array into its target (on its chunks), in order, on a cluster or on local threads."""
     if scheduler is not None:
-        import dask.array as da
-
-        for data, target in jobs:
-            _compute_distributed(da.store(data, target, lock=False, compute=False), scheduler, progress)
+        _compute_distributed(jobs, scheduler, progress)
         return
     # one library call throughout: the plan of the blocks of one shape is built once, not once per batch
     with call_scope(), _local_threads(sum(data.npartitions for data, _ in jobs), progress) as fill:
@@ -712,21 +841,101 @@ def _local_threads(chunks: int, progress: bool):
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _compute_distributed(job: Any, scheduler: str, progress: bool) -> None:
-    from dask.distributed import progress as show_progress
+class ClusterError(ConnectionError):
+    """The Dask cluster stopped serving the run: every worker lost, or a task that kills its workers."""
+
+
+def _write_block(block: np.ndarray, target: Any, block_info: dict | None = None) -> np.ndarray:
+    """Write one block into its place in ``target`` (a zarr array); a one-voxel marker for the task's result."""
+    where = tuple(slice(a, b) for a, b in block_info[0]["array-location"])
+    target[where] = block
+    return np.zeros((1,) * block.ndim, np.uint8)
+
+
+def _writes(data: Any, target: Any) -> Any:
+    """One task per block of ``data`` writing it into ``target``; its tiny results count the blocks written."""
+    import uuid
+
+    import dask.array as da
+
+    # named, not tokenised: hashing a zarr array's store would read it
+    return da.map_blocks(_write_block, data, target=target, dtype=np.uint8, name=f"{_WRITE}-{uuid.uuid4().hex}",
+                         chunks=tuple((1,) * len(c) for c in data.chunks), meta=np.empty((0,) * data.ndim, np.uint8))
+
+
+def _compute_distributed(jobs: list[tuple[Any, Any]], scheduler: str, progress: bool) -> None:
+    """Write each lazy array into its target on the cluster, in order, following each block's task.
+
+    Polled every :data:`_POLL_S`: the bar advances as blocks are written
+    (tqdm, at most once a second into a file), a cluster without workers
+    for :data:`_LOST_S` stops the run (Dask would wait for workers forever),
+    and a task that killed its workers (``KilledWorker``) stops it. On any
+    failure or interrupt the tasks are cancelled and, since a cancelled task
+    already running on a worker finishes (and writes), we wait until no
+    worker runs one of ours, so that the caller's cleanup is the last word.
+    """
+    from dask.distributed import KilledWorker, futures_of, wait
 
     client = connect(scheduler)
     with client:
-        future = client.compute(job)
+        bar = _bar(sum(data.npartitions for data, _ in jobs)) if progress else None
+        futures: list = []
         try:
-            if progress:
-                with contextlib.redirect_stdout(sys.stderr):  # its text bar writes to stdout
-                    show_progress(future)
-                print(file=sys.stderr)
-            future.result()
+            for data, target in jobs:
+                futures = futures_of(client.persist(_writes(data, target)))
+                pending, lost_since = set(futures), None
+                while pending:
+                    with contextlib.suppress(TimeoutError):
+                        wait(list(pending), timeout=_POLL_S, return_when="FIRST_COMPLETED")
+                    done = {f for f in pending if f.done()}
+                    for f in done:
+                        if f.status != "finished":
+                            f.result()  # raises the task's error
+                    pending -= done
+                    if bar is not None and done:
+                        bar.update(len(done))
+                    if client.nthreads():
+                        lost_since = None
+                    elif lost_since is None:
+                        lost_since = time.monotonic()
+                    elif time.monotonic() - lost_since > _LOST_S:
+                        raise ClusterError(f"the Dask scheduler at {scheduler!r} has had no worker for "
+                                           f"{_LOST_S:.0f} s (every worker lost): stopped")
+                client.cancel(futures)  # their results are markers: free them
+        except KilledWorker as exc:
+            _settle(client, futures)
+            raise ClusterError(f"a task of the run killed the Dask workers that ran it ({_first_line(exc)}): "
+                               "stopped; workers often die of memory, give them more") from None
         except BaseException:
-            client.cancel(future)
+            _settle(client, futures)
             raise
+        finally:
+            if bar is not None:
+                bar.close()
+
+
+def _settle(client: Any, futures: list) -> None:
+    """Cancel ``futures`` and wait (at most :data:`_SETTLE_S`) until no worker still runs a task of ours."""
+
+    def ours_running(dask_worker: Any) -> int:
+        return sum(1 for ts in list(dask_worker.state.tasks.values())
+                   if ts.state in ("executing", "long-running", "cancelled", "resumed")
+                   and str(ts.key).find(_WRITE) >= 0)
+
+    with contextlib.suppress(Exception):  # a lost cluster: nothing left to wait for
+        client.cancel(futures, force=True)
+        end = time.monotonic() + _SETTLE_S
+        while time.monotonic() < end and sum(client.run(ours_running, on_error="ignore").values()):
+            time.sleep(_POLL_S)
+
+
+def _bar(total: int) -> Any:
+    """A tqdm line on stderr counting ``total`` chunks written: redrawn at most once a second into a file."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="denoise", unit="chunk", file=sys.stderr,
+                mininterval=_BAR_S if sys.stderr.isatty() else _LOG_BAR_S,
+                bar_format="{l_bar}{bar}| {n}/{total} chunks [{elapsed}<{remaining}]")
 
 
 class _ChunkBar:
@@ -737,10 +946,7 @@ class _ChunkBar:
     """
 
     def __init__(self, total: int) -> None:
-        from tqdm.auto import tqdm
-
-        self.bar = tqdm(total=total, desc="denoise", unit="chunk", file=sys.stderr,
-                        bar_format="{l_bar}{bar}| {n}/{total} chunks [{elapsed}<{remaining}]")
+        self.bar = _bar(total)
 
     def batch(self, chunks: int):
         """A Dask callback for a batch of ``chunks`` chunks: each chunk stored advances the bar by one."""

@@ -329,10 +329,9 @@ def _denoise_store(args: argparse.Namespace) -> int:
     import contextlib
 
     from ._files import tiff_info
-    from ._stores import is_tiff, is_zarr, open_tiff, open_zarr
+    from ._stores import is_tiff, is_zarr, location, open_tiff, open_zarr
 
-    # absolute: Dask's workers (--scheduler) open the stores from folders of their own
-    src_path, dst_path = Path(args.input).absolute(), Path(args.output).absolute()
+    src_path, dst_path = location(args.input), location(args.output)  # URLs, or absolute paths for Dask's workers
     if is_zarr(src_path):
         src = open_zarr(src_path)
     elif is_tiff(src_path):

@@ -315,6 +315,23 @@ def test_a_pyramid_of_three_levels_is_written_again_from_the_denoised_full_resol
     np.testing.assert_array_equal(s2, np.rint(blocks).astype(np.uint16))
 
 
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_the_pyramid_says_how_its_levels_were_made_not_how_the_inputs_were(zarr_format, noisy16, tmp_path):
+    """Our lower levels are means of blocks: an input's Gaussian downsampling type would describe them wrongly."""
+    src = _ome(tmp_path / "in.zarr", noisy16, zarr_format)
+    group = zarr.open_group(str(src), mode="r+")
+    attrs = dict(group.attrs)
+    ms = (attrs["ome"] if zarr_format == 3 else attrs)["multiscales"][0]
+    ms.update(type="itkwasm_gaussian", metadata={"method": "itkwasm_downsample.downsample", "version": "1.2"})
+    group.attrs.update(attrs)
+    dst = tmp_path / "out.zarr"
+    assert main(["denoise", str(src), str(dst), "--volume", "--sigma", "5000", "--quiet"]) == 0
+    out = dict(zarr.open_group(str(dst), mode="r").attrs)
+    ms = (out["ome"] if zarr_format == 3 else out)["multiscales"][0]
+    assert ms["type"] == "local_mean" and "itkwasm" not in str(ms.get("metadata", {}))
+    assert "mean" in ms["metadata"]["description"]
+
+
 def test_zarr_outputs_are_checked_before_any_work_and_never_replace_the_users(noisy16, tmp_path, monkeypatch):
     import restore
 
