@@ -27,7 +27,7 @@ def main() -> None:
     sigmas = (5.0, 10.0, 25.0, 50.0, 100.0)
     with tempfile.TemporaryDirectory() as out:
         rows = evaluate_denoising(args.images, out, sigmas=sigmas, wavelets=("haar", "db3"), lam_modes=("oracle",),
-                                  n_draws=args.draws, bayes=False, progress=True)
+                                  n_draws=args.draws, bayes=False, nonlocal_tree=False, progress=True)
     print("sigma:", " ".join(f"{s:6g}" for s in sigmas))
     for pen in PAPER_ORDER:
         ts = []
