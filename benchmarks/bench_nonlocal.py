@@ -20,8 +20,14 @@ Volumes (``--volumes``): the volumes of ``benchmarks/_volumes.py`` (the
 nuclei crop when the shared file exists, spots, filaments, cells),
 centre-cropped to ``--vcrop`` (32 x 64 x 64 by default, to keep BM4D's time
 short), with the Gaussian protocol of ``_volumes.py`` (0.10, seed 2); ours
-as above on the whole volume (3-D cubes; a 3-D pilot if used); BM4D ``bm4d.bm4d(y, sigma_psd=0.10)``. Targets: within
+as above on the whole volume (3-D cubes; a 3-D pilot if used); BM4D
+``bm4d.bm4d(y, sigma_psd=0.10)``. Targets: within
 0.25 dB, at 10x less CPU.
+
+The tables are printed and written to ``benchmarks/results/bench_nonlocal.md``
+(photos) or ``bench_nonlocal_volumes.md`` (volumes), which
+``docs/benchmarks.rst`` includes; ``--no-record`` writes nothing (tuning
+runs on other inputs or settings). Progress lines go to stderr.
 
 ``--bm-cache PATH`` keeps BM3D/BM4D results (PSNR, CPU s) in a JSON file
 between runs, to tune our settings without recomputing them (a cached value
@@ -31,7 +37,8 @@ Run from the repository root::
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_nonlocal.py --crop 256 --sigmas 10 25 50
     PYTHONPATH=. .venv/bin/python benchmarks/bench_nonlocal.py --volumes
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_nonlocal.py --images barbara --set lam=0.6 --bm-cache /tmp/bm.json
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_nonlocal.py --images barbara --set lam=0.6 --bm-cache /tmp/bm.json \
+        --no-record
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+from _report import note, table
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT.parent / "shared" / "images"
@@ -105,8 +113,6 @@ def photos(args) -> None:
     warm = np.random.default_rng(0).random((64, 64))
     ours(warm, 0.1, args.spins, settings)  # compile / load the kernels outside the timings
     rows = []
-    print(f"{'image':10s} {'sigma':>5s} {'ours dB':>8s} {'BM3D dB':>8s} {'diff':>6s} {'ours CPU s':>10s} "
-          f"{'BM3D CPU s':>10s} {'ratio':>6s}", flush=True)
     for name in args.images:
         x = _grey(name, args.crop)
         for sig in args.sigmas:
@@ -123,17 +129,22 @@ def photos(args) -> None:
 
             pb, cpub = _cached(cache, f"bm3d:{name}:{sig}:{args.crop}", run_bm3d)
             rows.append((name, sig, p, pb, cpu, cpub))
-            print(f"{name:10s} {sig:5g} {p:8.2f} {pb:8.2f} {p - pb:+6.2f} {cpu:10.2f} {cpub:10.2f} "
-                  f"{cpu / cpub:6.3f}", flush=True)
+            note(f"{name} sigma {sig:g}: ours {p:.2f} dB, BM3D {pb:.2f} dB ({p - pb:+.2f}), "
+                 f"CPU {cpu:.2f} s / {cpub:.2f} s")
     if args.bm_cache:
         Path(args.bm_cache).write_text(json.dumps(cache, indent=1))
+    print(table(["image", "sigma", "ours dB", "BM3D dB", "diff dB", "ours CPU s", "BM3D CPU s", "CPU ratio"],
+                [(n, f"{sg:g}", f"{p:.2f}", f"{pb:.2f}", f"{p - pb:+.2f}", f"{c:.2f}", f"{cb:.2f}", f"{c / cb:.3f}")
+                 for n, sg, p, pb, c, cb in rows],
+                title=f"Grey photos, {args.crop} x {args.crop} centre crops: non-local tree vs BM3D"))
     print()
-    print(f"{'sigma':>5s} {'mean diff':>9s} {'worst':>6s} {'CPU ratio':>9s}")
+    summary = []
     for sig in args.sigmas + ["all"]:
         sel = [r for r in rows if sig == "all" or r[1] == sig]
         d = np.array([r[2] - r[3] for r in sel])
         ratio = sum(r[4] for r in sel) / sum(r[5] for r in sel)
-        print(f"{sig!s:>5s} {d.mean():+9.2f} {d.min():+6.2f} {ratio:9.3f}")
+        summary.append((f"{sig:g}" if sig != "all" else "all", f"{d.mean():+.2f}", f"{d.min():+.2f}", f"{ratio:.3f}"))
+    print(table(["sigma", "mean diff dB", "worst diff dB", "CPU ratio"], summary, title="Means per sigma"))
     d = np.array([r[2] - r[3] for r in rows])
     ratio = sum(r[4] for r in rows) / sum(r[5] for r in rows)
     print(f"\ntargets (issue 28): mean diff >= -0.20 dB: {'met' if d.mean() >= -0.2 else 'NOT met'}; "
@@ -156,8 +167,6 @@ def volumes(args) -> None:
     ours(warm, 0.1, args.spins, settings, axes=(0, 1, 2))
     sig = V.GAUSSIAN["sigma"]
     rows = []
-    print(f"{'volume':10s} {'shape':>12s} {'ours dB':>8s} {'BM4D dB':>8s} {'diff':>6s} {'ours CPU s':>10s} "
-          f"{'BM4D CPU s':>10s} {'ratio':>6s}", flush=True)
     for name, x in vols.items():
         y = x + sig * np.random.default_rng(V.GAUSSIAN["seed"]).standard_normal(x.shape)
         out, cpu = ours(y, sig, args.spins, settings, axes=(0, 1, 2))
@@ -169,18 +178,21 @@ def volumes(args) -> None:
             return _psnr(x, z), time.process_time() - t
 
         pb, cpub = _cached(cache, f"bm4d:{name}:{x.shape}", run_bm4d)
-        rows.append((p, pb, cpu, cpub))
-        shape = "x".join(map(str, x.shape))
-        print(f"{name:10s} {shape:>12s} {p:8.2f} {pb:8.2f} {p - pb:+6.2f} {cpu:10.2f} {cpub:10.2f} "
-              f"{cpu / cpub:6.3f}", flush=True)
+        rows.append((name, "x".join(map(str, x.shape)), p, pb, cpu, cpub))
+        note(f"{name}: ours {p:.2f} dB, BM4D {pb:.2f} dB ({p - pb:+.2f}), CPU {cpu:.2f} s / {cpub:.2f} s")
     if args.bm_cache:
         Path(args.bm_cache).write_text(json.dumps(cache, indent=1))
-    d = np.array([r[0] - r[1] for r in rows])
-    ratio = sum(r[2] for r in rows) / sum(r[3] for r in rows)
-    print(f"\nworst diff {d.min():+.2f} dB (target >= -0.25), CPU ratio {ratio:.3f} (target <= 0.10)")
+    print(table(["volume", "shape", "ours dB", "BM4D dB", "diff dB", "ours CPU s", "BM4D CPU s", "CPU ratio"],
+                [(n, sh, f"{p:.2f}", f"{pb:.2f}", f"{p - pb:+.2f}", f"{c:.2f}", f"{cb:.2f}", f"{c / cb:.3f}")
+                 for n, sh, p, pb, c, cb in rows],
+                title=f"Volumes, Gaussian noise sigma {sig:g}: non-local tree vs BM4D"))
+    d = np.array([r[2] - r[3] for r in rows])
+    ratio = sum(r[4] for r in rows) / sum(r[5] for r in rows)
+    print(f"\ntargets (issue 28): worst diff {d.min():+.2f} dB (>= -0.25: {'met' if d.min() >= -0.25 else 'NOT met'}); "
+          f"CPU ratio {ratio:.3f} (<= 0.10: {'met' if ratio <= 0.1 else 'NOT met'})")
 
 
-def main() -> None:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--images", nargs="+", default=[p for p in PHOTOS if (IMAGES / f"{p}.png").exists()])
     ap.add_argument("--sigmas", nargs="+", type=float, default=[10, 25, 50])
@@ -191,7 +203,12 @@ def main() -> None:
     ap.add_argument("--vcrop", type=int, nargs=2, default=[32, 64], metavar=("Z", "YX"),
                     help="centre crops of the volumes: Z x YX x YX voxels")
     ap.add_argument("--bm-cache", default=None, help="JSON file keeping BM3D/BM4D results between runs")
-    args = ap.parse_args()
+    ap.add_argument("--no-record", action="store_true",
+                    help="do not write benchmarks/results/ (tuning runs on other inputs or settings)")
+    return ap.parse_args(argv)
+
+
+def main(args: argparse.Namespace) -> None:
     args.sigmas = [int(s) if float(s).is_integer() else s for s in args.sigmas]
     if args.volumes:
         import sys
@@ -203,4 +220,11 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from _report import record_results  # the printed tables also go to benchmarks/results/
+
+    arguments = parse()
+    if arguments.no_record:
+        main(arguments)
+    else:
+        with record_results("bench_nonlocal_volumes" if arguments.volumes else "bench_nonlocal"):
+            main(arguments)
