@@ -476,7 +476,8 @@ def _stage(stage: int, y3: np.ndarray, guide3: np.ndarray, sigma: float, s: Nonl
             weights[f.parent < 0] = 0.0
             lam1 = 0.5 * (s.lam * sigma) ** 2
         else:
-            weights, lam1 = f.weights, s.lam * sigma
+            # a writable copy, as l0's weights: one compiled signature of the kernels for both penalties
+            weights, lam1 = np.array(f.weights, dtype=np.float64), s.lam * sigma
     num = np.zeros(y3.shape)
     den = np.zeros(y3.shape)
     h0, h1, h2 = half3
