@@ -540,7 +540,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    f"more than {STREAM_VOXELS >> 20} M voxels, are read and written chunk by chunk, "
                                    "with memory that does not grow with the number of planes. A zarr store may be "
                                    "written as a TIFF and a TIFF as an OME-Zarr store.")
-    d.add_argument("input", help="noisy image file, TIFF stack or zarr store")
+    d.add_argument("input", help="noisy image file, TIFF stack or zarr store (a path, or a URL zarr reads: s3://, "
+                                 "gs://, https://...)")
     d.add_argument("output", help="output file (never the input); a zarr store (.zarr) for a zarr store or a TIFF, "
                                   "a TIFF (.tif, .tiff) for a zarr store of a plane or a stack: the voxel size goes "
                                   "across (OME scales and units, TIFF resolution and ImageJ spacing)")
@@ -578,7 +579,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--wiener", action=_WaveletSwitch, default=_default(*_DENOISE, "wiener"),
                    help="refine by empirical Wiener filtering (default: on for --volume, off for planes)")
     d.add_argument("--scheduler", default=None, help="zarr: dask.distributed scheduler address, e.g. "
-                                                      "tcp://host:8786 (the stores must be visible to its workers)")
+                                                      "tcp://host:8786 (the stores must be visible to its workers: "
+                                                      "URLs such as s3://... need no shared folder)")
     d.add_argument("--force", action="store_true", help="replace OUTPUT if it exists (a store only if restore "
                                                         "wrote it)")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
