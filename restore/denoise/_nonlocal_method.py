@@ -34,8 +34,9 @@ class NonlocalTree:
         n_axes = len(layout.sp_axes)
         settings = NonlocalSettings().resolved(n_axes)
         sides = tuple(int(shape[a]) for a in layout.sp_axes)
-        if min(sides) < settings.patch:
-            raise ValueError(f"image must be at least {settings.patch} samples along each of its {n_axes} "
+        patch = max(settings.patch, settings.patch2)
+        if min(sides) < patch:
+            raise ValueError(f"image must be at least {patch} samples along each of its {n_axes} "
                              f"transformed axes (the patch side), got {sides} (image shape {tuple(shape)})")
         return cls(settings, strength, n_axes)
 
