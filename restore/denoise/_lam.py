@@ -189,7 +189,7 @@ def _sure(c: np.ndarray, sigma: float, penalty: str, plan: _Plan, penalize_appro
         err, div = _core.sure_terms(work, c, probe)
         if step is not None:
             step()
-        return float(err - p * sigma**2 + 2 * sigma**2 * div / eps)
+        return float(err - p * sigma**2 + 2 * sigma**2 * (div / eps))  # divided first: sigma**2 * div overflows
 
     t, w = _minimize_risk(risk, plan.level, per_level)
     return t * sigma, w
@@ -242,7 +242,7 @@ def _scaled_risk(c: np.ndarray, penalty: str, plan: _Plan, penalize_approx: bool
         err, div = _core.sure_terms(work, c, probe)
         if step is not None:
             step()
-        return float(err - total_var + 2 * div / eps)
+        return float(err - total_var + 2 * (div / eps))
 
     return risk
 
