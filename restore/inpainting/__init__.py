@@ -13,7 +13,7 @@ import os
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -220,8 +220,11 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
         L = luminance(start).astype(np.float64)[None]  # not start in float64: 16 MP x 3 channels
         before = L[0][M]
         n_threads = default_num_threads()
+        # lam in units of the known pixels' peak (the work units' power of two is not continuous in the scale)
+        peak = float(np.max(np.abs(work)))
+        settings = replace(job.groups, lams=tuple(lam * peak for lam in job.groups.lams))
         with ThreadPoolExecutor(n_threads, thread_name_prefix="restore-inpaint") as pool:
-            group_passes(L, M, job.groups, plan, pool=pool, n_threads=n_threads, progress=steps)
+            group_passes(L, M, settings, plan, pool=pool, n_threads=n_threads, progress=steps)
         values = values + ((L[0][M] - before) / np.sqrt(work.shape[2]))[:, None].astype(values.dtype)
         log.info("non-local passes in %.2f s", time.perf_counter() - t0)
     return job.result(values)
