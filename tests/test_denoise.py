@@ -228,3 +228,14 @@ def test_strength_multiplies_the_chosen_lam_and_keeps_level_weights(camera, rng)
                                   denoise_wavelet_tree(noisy, sigma=0.1))
     with pytest.raises(ValueError, match="strength"):
         denoise_wavelet_tree(noisy, strength=-1.0)
+
+
+def test_a_lam_given_as_a_number_is_applied_to_the_image_itself_under_auto_noise():
+    # photon noise: 'auto' would choose Poisson-Gaussian and read lam in the Anscombe transform's units
+    rng = np.random.default_rng(4)
+    clean = np.kron(rng.random((16, 16)), np.ones((8, 8))) * 40
+    counts = rng.poisson(clean).astype(float)
+    np.testing.assert_array_equal(denoise_wavelet_tree(counts, lam=2.0),
+                                  denoise_wavelet_tree(counts, lam=2.0, noise="gaussian"))
+    np.testing.assert_allclose(denoise_wavelet_tree(counts, lam=2.0, level=3), direct(counts, 2.0, "tree_l2", "db3", 3),
+                               atol=1e-9)

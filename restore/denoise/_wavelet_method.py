@@ -342,7 +342,9 @@ def denoise_wavelet_tree(
         is used. Under Gaussian noise, ``sigma`` is then estimated on each
         plane (volume) and channel, as with ``'gaussian'``. With
         ``'auto'``, a ``sigma`` given (and no ``gain``) means Gaussian noise
-        of that deviation, and nothing is estimated.
+        of that deviation, and nothing is estimated; so does a number given
+        as ``lam`` (in image units: under photon noise ``lam`` is in the
+        stabilised units of the Anscombe transform, so it must be named).
         ``'poisson-gaussian'``: photon noise of ``gain`` image units per
         photon plus Gaussian read noise ``sigma``; the image goes through
         the generalized Anscombe transform, is denoised at its stabilised
@@ -476,6 +478,8 @@ def denoise_wavelet_tree(
     >>> bool(np.mean((out - clean) ** 2) < 0.25 * np.mean((noisy - clean) ** 2))
     True
     """
+    if isinstance(noise, str) and noise == "auto" and lam is not None and not isinstance(lam, (str, LamChoice)):
+        noise = "gaussian"  # a lam in image units: the transform, prox and inverse of the image itself
     arr, layout, model = check_call(image, channel_axis=channel_axis, axes=axes, noise=noise, sigma=sigma, gain=gain,
                                     progress=progress, sliced_axes=sliced_axes)
     method = WaveletTree.checked(layout, arr.shape, lam=lam, penalty=penalty, wavelet=wavelet, level=level,
