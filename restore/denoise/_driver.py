@@ -144,7 +144,7 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
         core, depth[a] = _block_plan(sizes[0], int(image.shape[a]), step, reach, n_axes)
         if a in layout.sliced:  # one slice computes the blocks of one chunk (on the grid) and their overlap
             length = int(image.shape[a])
-            core = min(max(step, sizes[0] // step * step), _MAX_CORE[n_axes])
+            core = min(max(step, sizes[0] // step * step), max(step, _MAX_CORE[n_axes] // step * step))
             # ... or of the whole axis when a chunk's overlaps reach it anyway: the same work for the first slice,
             # none for the others
             sliced[a] = length if core + 2 * depth[a] >= length else core
