@@ -269,12 +269,13 @@ def _noise_options(args: argparse.Namespace, scale: float, sample: Any, channel_
     import numpy as np
 
     from . import estimate_noise
+    from .denoise._wavelet_method import noise_for_lam
 
     _check_gain(args)
-    noise: Any = args.noise
+    noise: Any = noise_for_lam(args.noise, args.lam)
     if _estimating(args):
         noise = estimate_noise(sample if channel_axis is None else np.moveaxis(sample, channel_axis, 0),
-                               noise=args.noise)
+                               noise=noise)
         print(f"estimated noise{where} (pixel units): {noise.describe(scale)}")
     # with photon noise a numeric lam is in the stabilised units of the Anscombe transform, not the file's
     photon = getattr(noise, "noise", noise) == "poisson-gaussian"
@@ -645,8 +646,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and OpenCV's Telea as reference columns. --task volume: a folder of 3-D "
                                    "volumes (TIFF stacks, .npy/.npz, zarr stores), normalised to [0, 1], under "
                                    "Gaussian and Poisson-Gaussian noise: restore plane by plane, restore's octree, "
-                                   "the non-local tree, scikit-image's 3-D wavelets and BM4D when installed. OUT may hold other files: "
-                                   "only the files evaluate writes are ever replaced.")
+                                   "the non-local tree, scikit-image's 3-D wavelets and BM4D when installed. "
+                                   "OUT may hold other files: only the files evaluate writes are ever replaced.")
     e.add_argument("--task", choices=["denoise", "patches", "inpaint", "volume"], default="denoise",
                    help="what to evaluate (default: %(default)s; see above)")
     e.add_argument("images", nargs="?", default="sample_images",

@@ -183,6 +183,17 @@ def test_cli_keeps_a_gaussian_photo_gaussian_and_unchanged(photo, tmp_path, caps
     assert 20 < sigma < 32  # 0.1 in 8-bit units, in the file's units
 
 
+def test_cli_lam_given_as_a_number_means_the_same_as_in_the_library(photons, tmp_path, capsys):
+    # a number given as --lam is in the file's units, as the library reads one under noise='auto'
+    src = tmp_path / "vol.tif"
+    tifffile.imwrite(src, _counts(photons))  # auto alone finds photon noise in it (the test above)
+    out_auto, out_gauss = tmp_path / "auto.tif", tmp_path / "gauss.tif"
+    assert main(["denoise", str(src), str(out_auto), "--volume", "--quiet", "--lam", "300"]) == 0
+    assert main(["denoise", str(src), str(out_gauss), "--volume", "--quiet", "--lam", "300",
+                 "--noise", "gaussian"]) == 0
+    np.testing.assert_array_equal(tifffile.imread(out_auto), tifffile.imread(out_gauss))
+
+
 # ---------------------------------------------------------------------------
 # The plugin: one library estimate per layer, its line shown
 # ---------------------------------------------------------------------------

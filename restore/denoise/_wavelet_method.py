@@ -46,6 +46,18 @@ from ._units import prepare, sigma_steps, unit_channels
 _MAX_OVERLAP = {2: 256, 3: 32}
 
 
+def noise_for_lam(noise: Any, lam: Any) -> Any:
+    """The noise model a call means: ``'auto'`` with a number given as ``lam`` is Gaussian noise.
+
+    A number is a lam in image units (the transform, prox and inverse of the
+    image itself), which photon noise would read in the Anscombe transform's
+    units. The one place of this rule, for the library and the command line.
+    """
+    if isinstance(noise, str) and noise == "auto" and lam is not None and not isinstance(lam, (str, LamChoice)):
+        return "gaussian"
+    return noise
+
+
 @dataclass(frozen=True)
 class WaveletTree:
     """The wavelet-tree method on one unit, for the driver (:class:`._units.UnitMethod`).
@@ -478,8 +490,7 @@ def denoise_wavelet_tree(
     >>> bool(np.mean((out - clean) ** 2) < 0.25 * np.mean((noisy - clean) ** 2))
     True
     """
-    if isinstance(noise, str) and noise == "auto" and lam is not None and not isinstance(lam, (str, LamChoice)):
-        noise = "gaussian"  # a lam in image units: the transform, prox and inverse of the image itself
+    noise = noise_for_lam(noise, lam)
     arr, layout, model = check_call(image, channel_axis=channel_axis, axes=axes, noise=noise, sigma=sigma, gain=gain,
                                     progress=progress, sliced_axes=sliced_axes)
     method = WaveletTree.checked(layout, arr.shape, lam=lam, penalty=penalty, wavelet=wavelet, level=level,
