@@ -605,7 +605,8 @@ def write_zarr(path: Path, data: Any, like: ZarrInput, *, source: str, scheduler
             os.chmod(tmp, 0o777 & ~_umask())
             _replace(tmp, path)
     except BaseException:
-        _remove(tmp)
+        with contextlib.suppress(Exception):  # a failing clean-up must not hide why the run stopped
+            _remove(tmp)
         raise
 
 
@@ -742,15 +743,36 @@ def _replace_url(tmp: str, url: str) -> None:
     An object store has no rename of a folder: the move copies each object
     (on the server, for S3 and GCS) and deletes the original, and the old
     store is gone before the new one is complete there: not atomic, unlike
-    a local store. Readers see the new store whole once this returns.
+    a local store. Readers see the new store whole once this returns:
+    chunks are copied first and the root's metadata last, so an interrupted
+    copy leaves no store that opens, and it is removed.
     """
     fs, where = _fs(url)
     _remove(url)
     src = _fs(tmp)[1]
     fs.invalidate_cache()  # listings cached before the store was written would miss its objects
     files = fs.find(src)  # objects only: fs.mv also copies S3's folder placeholders, which are not objects
-    fs.copy(files, [where + f[len(src):] for f in files])
+
+    def stage(f: str) -> int:  # chunks, then the arrays' metadata, then the root's: it opens only once complete
+        rel = f[len(src):]
+        if rel.rsplit("/", 1)[-1] not in _ZARR_METADATA:
+            return 0
+        return 2 if rel.count("/") == 1 else 1
+
+    try:
+        for k in range(3):
+            part = [f for f in files if stage(f) == k]
+            if part:
+                fs.copy(part, [where + f[len(src):] for f in part])
+    except BaseException:
+        with contextlib.suppress(Exception):  # a partial store would read its missing chunks as zeros
+            _remove(url)
+        raise
     fs.rm(src, recursive=True)
+
+
+# The metadata objects of zarr formats 2 and 3.
+_ZARR_METADATA = frozenset({".zarray", ".zgroup", ".zattrs", "zarr.json"})
 
 
 def _replace(tmp: Path, path: Path) -> None:

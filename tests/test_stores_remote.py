@@ -111,3 +111,26 @@ def test_an_s3_store_on_a_cluster_without_a_shared_folder(noisy, tmp_path, monke
         assert list((tmp_path / "elsewhere").iterdir()) == []
     finally:
         server.stop()
+
+
+def test_an_interrupted_copy_to_a_url_leaves_no_store_that_opens(noisy, monkeypatch):
+    # an object store has no rename: the finished store is copied object by object into place; the connection
+    # fails after a few objects
+    _write("memory://cut/in.zarr", noisy)
+    fs = fsspec.filesystem("memory")
+    real = type(fs).cp_file
+    copied = []
+
+    def cp_file(self, path1, path2, **kwargs):
+        if "out.zarr" in path2 and len(copied) == 5:
+            raise ConnectionError("the connection to the object store was lost")
+        copied.append(path2)
+        return real(self, path1, path2, **kwargs)
+
+    monkeypatch.setattr(type(fs), "cp_file", cp_file)
+    try:
+        code = main(["denoise", "memory://cut/in.zarr", "memory://cut/out.zarr", *ARGS])
+    except SystemExit as e:
+        code = e.code
+    assert code not in (0, None) and len(copied) == 5
+    assert sorted(p.rsplit("/", 1)[-1] for p in fs.ls("/cut", detail=False)) == ["in.zarr"]
