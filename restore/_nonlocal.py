@@ -35,6 +35,7 @@ set of kernels serves both.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -588,16 +589,31 @@ def nonlocal_denoise(y: np.ndarray, pilot: np.ndarray | None, sigma: float, *, s
         if progress is not None:
             progress(min(done, total), total)
 
-    pool = ThreadPoolExecutor(n_threads, thread_name_prefix="restore-nonlocal") if n_threads > 1 else None
+    pool = _shared_pool(n_threads) if n_threads > 1 else None
     if s.pilot_weight == 0.0:
         g3 = y3  # the same array: stage 1 reuses y's coefficients for matching
     elif s.pilot_weight != 1.0:
         g3 = s.pilot_weight * g3 + (1.0 - s.pilot_weight) * y3
-    try:
-        est = _stage(1, y3, g3, float(sigma), s, ndim, pool, n_threads, report)
-        if s.wiener:
-            est = _stage(2, y3, est, float(sigma), s, ndim, pool, n_threads, report)
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True)
+    est = _stage(1, y3, g3, float(sigma), s, ndim, pool, n_threads, report)
+    if s.wiener:
+        est = _stage(2, y3, est, float(sigma), s, ndim, pool, n_threads, report)
     return est[:, 0, :] if ndim == 2 else est
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _shared_pool(n_threads: int) -> ThreadPoolExecutor:
+    """The pool of ``n_threads`` every call shares.
+
+    Calls at once (Dask blocks, a preview and an Apply) share its threads
+    instead of starting a pool each, which would run cores x cores threads.
+    """
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers != n_threads:  # noqa: SLF001
+            if _pool is not None:
+                _pool.shutdown(wait=False)
+            _pool = ThreadPoolExecutor(n_threads, thread_name_prefix="restore-nonlocal")
+        return _pool

@@ -148,3 +148,24 @@ def test_dask_volume_shown_slice_by_slice_agrees_with_memory():
     lazy = denoise_nonlocal_tree(da.from_array(vol, chunks=(260, 12, 12)), sigma=0.2, axes=(0, 1, 2),
                                  sliced_axes=(0,))
     np.testing.assert_allclose(lazy.compute(), whole, atol=1e-10)
+
+
+def test_calls_at_once_share_one_pool_of_threads(noisy):
+    # Dask blocks in flight, or a preview beside an Apply: no pool of threads per call (cores x cores threads)
+    import threading
+
+    from restore._config import default_num_threads
+
+    seen = [0]
+
+    def watch(done, total):
+        alive = sum(t.name.startswith("restore-nonlocal") for t in threading.enumerate())
+        seen[0] = max(seen[0], alive)
+
+    runs = [threading.Thread(target=denoise_nonlocal_tree, args=(noisy,), kwargs={"sigma": 0.1, "progress": watch})
+            for _ in range(3)]
+    for t in runs:
+        t.start()
+    for t in runs:
+        t.join()
+    assert seen[0] <= default_num_threads()
