@@ -8,13 +8,15 @@ tree core:
    (``pilot_weight``); the noisy patches of each group of ``k1`` are
    transformed (an orthonormal separable transform per patch, then an
    orthonormal Haar transform along the group) and shrunk by the prox of
-   the tree-l2 norm on the tree of :func:`group_tree`: the quad-tree
+   a tree norm (``penalty``: tree-l2 on planes, Donoho's tree-l0, a hard
+   threshold that keeps whole subtrees, on volumes) on the tree of
+   :func:`group_tree`: the quad-tree
    (octree) of the patch coefficients, every node owning the coefficients
    of its position across the patches of a band of the group (the group's
    mean patch; its deviations), so that a node's group is the node and its
    descendants over all those patches (simultaneous tree sparsity). The
-   prox is :func:`restore._core.prox_tree_l2`, the kernel of
-   :func:`restore.prox`.
+   prox is :func:`restore._core.prox_tree_l2` or
+   :func:`restore._core.prox_tree_l0`, the kernels of :func:`restore.prox`.
 2. **Empirical Wiener.** Patches are matched again on the first estimate,
    groups of ``k2`` of the estimate and of the noisy image are transformed
    alike, and the noisy coefficients are scaled by ``|P|^2 / (|P|^2 +

@@ -1,4 +1,4 @@
-"""The non-local tree method: groups of similar patches coded jointly under the tree-l2 norm, then Wiener."""
+"""The non-local tree method: groups of similar patches coded jointly under a tree norm, then Wiener."""
 
 from __future__ import annotations
 
@@ -86,17 +86,18 @@ def denoise_nonlocal_tree(
 
     Non-local tree sparsity (after Mairal, Bach, Ponce, Sapiro and
     Zisserman's simultaneous sparse coding, ICCV 2009, in BM3D's two-stage
-    scheme): around every third pixel, the 16 patches of 8 x 8 (cubes of
-    4 x 4 x 4 in 3-D) most similar to it within a window are grouped, each
-    transformed by an orthonormal Haar transform whose coefficients form a
-    quad-tree (octree) and the group by a Haar transform across its
-    patches; the group is shrunk by the prox of the tree-l2 norm in which
-    a tree node owns its coefficient in every patch of the group
+    scheme): around every fourth pixel (third voxel), the 16 patches of
+    8 x 8 (cubes of 4 x 4 x 4 in 3-D) most similar to it within a window
+    are grouped, each transformed by an orthonormal Haar transform whose
+    coefficients form a quad-tree (octree) and the group by a Haar
+    transform across its patches; the group is shrunk by the prox of a tree
+    norm (tree-l2 on planes, Donoho's tree-l0 on volumes) in which a tree
+    node owns its coefficient in the patches of a band of the group
     (:func:`restore.prox` on :func:`restore._nonlocal.group_tree`), and the
     patches are put back with weights. A second stage matches on that
     estimate and applies the empirical Wiener filter its groups give (in a
-    DCT). The best picture of the library, at a few times the cost of
-    :func:`denoise_wavelet_tree`.
+    DCT; groups of 32 cubes of 5 x 5 x 5 in 3-D). The best picture of the
+    library, at a few times the cost of :func:`denoise_wavelet_tree`.
 
     Parameters
     ----------
@@ -108,7 +109,7 @@ def denoise_nonlocal_tree(
         clipped; the result has the input's float dtype (float64 for
         integers). A Dask array gives a lazy Dask array computed in
         overlapping blocks. Each transformed axis needs at least a patch
-        (8 samples in 2-D, 4 in 3-D).
+        (8 samples in 2-D, 5 in 3-D).
     sigma : float or sequence of float, optional
         Standard deviation of the noise, in image units (one value, or one
         per channel); with ``noise='poisson-gaussian'``, the read noise.

@@ -60,8 +60,8 @@ class GroupSettings:
     bands : int
         Bands of the group's Haar coefficients with their own subtree (see :func:`group_tree`).
     lams : tuple of float
-        ``lam`` of the first and the last pass (geometric in between), in the work units (known values of
-        magnitude 1 to 2).
+        ``lam`` of the first and the last pass (geometric in between), in units of the known pixels' peak
+        (:func:`restore.inpaint` scales them by it).
     n_passes : int
         Passes.
     debias : bool
