@@ -21,6 +21,7 @@ import numpy as np
 from numba import njit
 
 from ._config import JIT
+from ._core_nonlocal import haar_group
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
@@ -76,35 +77,8 @@ def _transform_rows(X, K, KT, tmp, n, k, p):
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def _haar_rows(X, n, k, q, tmp, inverse):
     """Orthonormal Haar transform along the ``k`` patches (of ``q`` values) of each row i < n of X, in place."""
-    r = 1.0 / np.sqrt(2.0)
     for i in range(n):
-        x = X[i]
-        if not inverse:
-            h2 = k
-            while h2 > 1:
-                h = h2 // 2
-                for j in range(h):
-                    for c in range(q):
-                        a = x[2 * j * q + c]
-                        b = x[(2 * j + 1) * q + c]
-                        tmp[j * q + c] = (a + b) * r
-                        tmp[(h + j) * q + c] = (a - b) * r
-                for j in range(h2 * q):
-                    x[j] = tmp[j]
-                h2 = h
-        else:
-            h2 = 2
-            while h2 <= k:
-                h = h2 // 2
-                for j in range(h):
-                    for c in range(q):
-                        a = x[j * q + c]
-                        b = x[(h + j) * q + c]
-                        tmp[2 * j * q + c] = (a + b) * r
-                        tmp[(2 * j + 1) * q + c] = (a - b) * r
-                for j in range(h2 * q):
-                    x[j] = tmp[j]
-                h2 *= 2
+        haar_group(X[i], k, q, tmp, inverse)
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
