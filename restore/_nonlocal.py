@@ -37,7 +37,6 @@ set of kernels serves both.
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -47,6 +46,7 @@ import numpy as np
 from ._config import default_num_threads
 from ._core_nonlocal import patch_coefs, shrink_groups, stage1_chunk, stage2_chunk
 from ._progress import ProgressCallback
+from .proximal import _get_pool
 from .tree import Tree
 
 __all__ = [
@@ -591,7 +591,8 @@ def nonlocal_denoise(y: np.ndarray, pilot: np.ndarray | None, sigma: float, *, s
         if progress is not None:
             progress(min(done, total), total)
 
-    pool = _shared_pool(n_threads) if n_threads > 1 else None
+    # the library's one pool (restore.proximal's): calls at once share its threads, not cores x cores
+    pool = _get_pool(n_threads) if n_threads > 1 else None
     if s.pilot_weight == 0.0:
         g3 = y3  # the same array: stage 1 reuses y's coefficients for matching
     elif s.pilot_weight != 1.0:
@@ -601,21 +602,3 @@ def nonlocal_denoise(y: np.ndarray, pilot: np.ndarray | None, sigma: float, *, s
         est = _stage(2, y3, est, float(sigma), s, ndim, pool, n_threads, report)
     return est[:, 0, :] if ndim == 2 else est
 
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _shared_pool(n_threads: int) -> ThreadPoolExecutor:
-    """The pool of ``n_threads`` every call shares.
-
-    Calls at once (Dask blocks, a preview and an Apply) share its threads
-    instead of starting a pool each, which would run cores x cores threads.
-    """
-    global _pool
-    with _pool_lock:
-        if _pool is None or _pool._max_workers != n_threads:  # noqa: SLF001
-            if _pool is not None:
-                _pool.shutdown(wait=False)
-            _pool = ThreadPoolExecutor(n_threads, thread_name_prefix="restore-nonlocal")
-        return _pool

@@ -159,7 +159,7 @@ def test_calls_at_once_share_one_pool_of_threads(noisy):
     seen = [0]
 
     def watch(done, total):
-        alive = sum(t.name.startswith("restore-nonlocal") for t in threading.enumerate())
+        alive = sum(t.name.startswith(("restore-nonlocal", "restore-prox")) for t in threading.enumerate())
         seen[0] = max(seen[0], alive)
 
     runs = [threading.Thread(target=denoise_nonlocal_tree, args=(noisy,), kwargs={"sigma": 0.1, "progress": watch})
