@@ -376,13 +376,9 @@ def denoise_wavelet_tree(
         noise-level function when None (:func:`restore.estimate_noise`; the
         estimate is logged at INFO level on the ``restore.denoise`` logger).
     per_level : bool, optional
-        As in :func:`choose_lam`: with SURE, also choose a weight per detail level (the lam of level
-        ``l`` is ``lam * weight[l]``): after the common lam, one sweep of
-        coordinate descent over the levels, finest first, each weight in
-        [0.25, 4] by a log grid and golden section on the same probe (12
-        more evaluations per level; l1 gets SureShrink's exact threshold per
-        level). The weights never raise SURE's estimate above the single
-        lam's. Default (None): off.
+        With SURE, also choose a weight per detail level (the lam of level
+        ``l`` is ``lam * weight[l]``), as :func:`choose_lam` does. Default
+        (None): off.
     wiener : bool, optional
         Refine the tree estimate by empirical Wiener filtering: the noisy
         coefficients in another orthonormal basis (with the same levels) are
