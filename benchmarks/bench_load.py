@@ -1,4 +1,4 @@
-"""Speed beside other busy processes: dictionary learning, sparse coding and inpainting, quiet and loaded.
+"""Speed beside other busy processes: dictionary learning, sparse coding, inpainting, non-local denoising.
 
 A shared machine or a cluster node runs other work beside ours. A fair
 share is then a slowdown of about ``(threads + N) / cores`` for a job of
@@ -66,7 +66,7 @@ sys.path.insert(0, str(HERE))
 from _report import CpuWatch, git_state, load_avg, note, table  # noqa: E402
 
 DEFAULT_DATA = HERE.parents[1] / "shared" / "images"
-PARTS = ("learn", "sparse_encode", "inpaint")
+PARTS = ("learn", "sparse_encode", "inpaint", "denoise_nonlocal")
 SPIN = "while True: pass"
 # Seconds the busy processes run before a timed call: the interpreter's start, so that they spin from its first moment
 START_S = 0.3
@@ -182,6 +182,14 @@ def workloads(args: argparse.Namespace) -> dict[str, tuple[str, Callable[[], obj
         out["inpaint"] = (f"inpaint({args.inpaint_image} {img.shape[1]}x{img.shape[0]}, text1 mask), every default",
                           lambda: restore.inpaint(img, mask, channel_axis=-1),
                           lambda: restore.inpaint(img[:96, :96], mask[:96, :96], channel_axis=-1))
+    if "denoise_nonlocal" in args.part and args.inpaint_image != "none":
+        grey = read(args.data, args.inpaint_image)
+        grey = (grey[..., :3].mean(axis=2) if grey.ndim == 3 else grey)[:512, :512] / 255.0
+        noisy = grey + 0.1 * np.random.default_rng(0).standard_normal(grey.shape)
+        out["denoise_nonlocal"] = (f"denoise_nonlocal_tree({args.inpaint_image} grey {noisy.shape[1]}x"
+                                   f"{noisy.shape[0]}, sigma 0.1), every default",
+                                   lambda: restore.denoise_nonlocal_tree(noisy, sigma=0.1),
+                                   lambda: restore.denoise_nonlocal_tree(noisy[:64, :64], sigma=0.1))
     return out
 
 
