@@ -2,13 +2,10 @@
 
 import numpy as np
 import pytest
+from inpaint_cases import masked_psnr, photo_crop, stroke_mask
 from skimage import data
 
 from restore import Cancelled, inpaint
-
-
-def masked_psnr(x, ref, mask):
-    return 10 * np.log10(1.0 / np.mean((x[mask] - ref[mask]) ** 2))
 
 
 @pytest.fixture(scope="module")
@@ -19,16 +16,12 @@ def texture():
 
 @pytest.fixture(scope="module")
 def photo():
-    return (data.astronaut()[60:188, 170:298] / 255.0).astype(np.float32)  # 128 x 128 colour
+    return photo_crop()
 
 
 @pytest.fixture(scope="module")
 def strokes():
-    m = np.zeros((128, 128), bool)
-    for r in (20, 50, 90):
-        m[r:r + 4, 10:118] = True
-    m[10:115, 64:67] = True
-    return m
+    return stroke_mask()
 
 
 def test_grouping_helps_and_beats_biharmonic(texture, strokes):
