@@ -240,7 +240,7 @@ class NonlocalSettings:
 # ---------------------------------------------------------------------------
 
 
-def _transform_matrix(kind: str, n: int) -> np.ndarray:
+def transform_matrix(kind: str, n: int) -> np.ndarray:
     """Orthonormal (n, n) analysis matrix whose row i is a basis function of frequency (or scale) rank i.
 
     Rank i has parent i // 2 in the coefficient tree: for the DCT the
@@ -425,7 +425,7 @@ def nonlocal_reach(ndim: int, settings: NonlocalSettings | None = None) -> tuple
 # ---------------------------------------------------------------------------
 
 
-def _run_ordered(pool: ThreadPoolExecutor | None, tasks: Iterator[Callable[[], object]],
+def run_ordered(pool: ThreadPoolExecutor | None, tasks: Iterator[Callable[[], object]],
                  consume: Callable[[object], None], n_threads: int) -> None:
     """Run the tasks (on the pool if any), consuming their results in task order; on failure wait for all."""
     if pool is None:
@@ -463,7 +463,7 @@ def _stage(stage: int, y3: np.ndarray, guide3: np.ndarray, sigma: float, s: Nonl
            pool: ThreadPoolExecutor | None, n_threads: int, report: Callable[[], None]) -> np.ndarray:
     s = replace(s, stride=s.stride1) if stage == 1 else replace(s, patch=s.patch2, window=s.window2)
     patch3, half3, n_orig, _ = _geometry(y3.shape, s, ndim)
-    Ms = [np.ascontiguousarray(_transform_matrix(s.transform if stage == 1 else s.transform2, n)) for n in patch3]
+    Ms = [np.ascontiguousarray(transform_matrix(s.transform if stage == 1 else s.transform2, n)) for n in patch3]
     Is = [np.ascontiguousarray(m.T) for m in Ms]
     p = int(np.prod(patch3))
     every = np.arange(p, dtype=np.int64)
@@ -500,7 +500,7 @@ def _stage(stage: int, y3: np.ndarray, guide3: np.ndarray, sigma: float, s: Nonl
         tasks = [coef_task(y3, TN, every, r0, r1) for r0, r1 in strip.row_chunks]
         if not same:
             tasks += [coef_task(guide3, TG, sel_g, r0, r1) for r0, r1 in strip.row_chunks]
-        _run_ordered(pool, iter(tasks), lambda _: report(), n_threads)
+        run_ordered(pool, iter(tasks), lambda _: report(), n_threads)
         for _ in range(len(strip.row_chunks) if same else 0):
             report()  # the steps of the guide's transform, done with y's
         # features with the origins of the last axis side by side (restore._blockmatch.match_one)
@@ -531,7 +531,7 @@ def _stage(stage: int, y3: np.ndarray, guide3: np.ndarray, sigma: float, s: Nonl
             den[box] += bden
             report()
 
-        _run_ordered(pool, (ref_task(r) for r in strip.ref_chunks), add, n_threads)
+        run_ordered(pool, (ref_task(r) for r in strip.ref_chunks), add, n_threads)
     return num / den
 
 

@@ -16,7 +16,6 @@ The kernels are in :mod:`restore._core_inpaint`.
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from functools import partial
 import numpy as np
 
 from .. import _blockmatch, _core, _core_inpaint
-from .._nonlocal import group_tree
+from .._nonlocal import group_tree, run_ordered, transform_matrix
 from .patches import patch_positions, window_sums
 
 __all__ = ["GroupSettings", "group_passes", "n_group_steps", "plan_references"]
@@ -35,7 +34,6 @@ log = logging.getLogger("restore.inpainting")
 _CHUNK_REFS = 128  # reference patches per chunk: one progress step (well under 0.2 s), a few numba calls
 _STRIP_ROWS = 48  # rows of reference origins per strip: the features of a strip (plus the window) are in memory
 _WINDOW_SD = 0.5  # sd of the Gaussian weights of a patch's pixels in the average, in patch sides
-_IN_FLIGHT_PER_THREAD = 3  # chunks queued per thread: threads stay busy, finished buffers wait little
 
 
 @dataclass(frozen=True)
@@ -84,15 +82,6 @@ class GroupSettings:
     keep: float = 0.5
 
 
-def _dct(n: int) -> np.ndarray:
-    """Orthonormal DCT-II analysis matrix (rows by rising frequency)."""
-    i = np.arange(n)[:, None]
-    t = np.arange(n)[None, :]
-    m = np.cos(np.pi * (2 * t + 1) * i / (2 * n)) * np.sqrt(2.0 / n)
-    m[0] /= np.sqrt(2.0)
-    return m
-
-
 def _references(missing: np.ndarray, s: GroupSettings, gen: np.random.Generator) -> np.ndarray:
     """Origins (n, 2) of the reference patches of a pass: a randomly shifted grid of step ``stride``, touching."""
     touching = window_sums(missing, s.patch) > 0
@@ -119,22 +108,6 @@ def n_group_steps(plan: list[np.ndarray], height: int, s: GroupSettings) -> int:
     """Progress steps of :func:`group_passes` on ``plan``: per strip, its features and its chunks."""
     n0 = height - s.patch + 1
     return sum(1 + -(-len(sel) // _CHUNK_REFS) for refs in plan for _, _, sel in _strips(refs, n0))
-
-
-def _ordered(pool: ThreadPoolExecutor, tasks: Iterator[Callable[[], object]], consume: Callable[[object], None],
-             n_threads: int) -> None:
-    """Run ``tasks`` on the pool, ``consume`` their results in task order (so sums do not depend on timing)."""
-    pending: deque = deque()
-    try:
-        for t in tasks:
-            pending.append(pool.submit(t))
-            while len(pending) >= _IN_FLIGHT_PER_THREAD * n_threads:
-                consume(pending.popleft().result())
-        while pending:
-            consume(pending.popleft().result())
-    finally:
-        for f in pending:
-            f.cancel()
 
 
 def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: list[np.ndarray], *,
@@ -165,7 +138,7 @@ class _Pass:
     def __init__(self, U, missing, s, pool, n_threads, tick) -> None:
         self.U, self.s, self.pool, self.n_threads, self.tick = U, s, pool, n_threads, tick
         p = s.patch
-        self.A = np.ascontiguousarray(_dct(p))
+        self.A = np.ascontiguousarray(transform_matrix("dct", p))
         self.AT = np.ascontiguousarray(self.A.T)
         self.tree = group_tree((p, 1, p), s.k, s.bands)._flat
         g = np.exp(-0.5 * ((np.arange(p) - (p - 1) / 2) / (_WINDOW_SD * p)) ** 2)
@@ -188,7 +161,7 @@ class _Pass:
 
         for r_lo, r_hi, sel in _strips(refs, n0):
             f0, F = self.features(max(0, r_lo - h), min(n0, r_hi + h))
-            _ordered(self.pool, (self.task(sel[i:i + _CHUNK_REFS], F, f0, lam)
+            run_ordered(self.pool, (self.task(sel[i:i + _CHUNK_REFS], F, f0, lam)
                                  for i in range(0, len(sel), _CHUNK_REFS)), add, self.n_threads)
         return num, den
 
@@ -197,7 +170,7 @@ class _Pass:
         p, step, L = self.s.patch, self.s.step, self.U[0]
         F = np.empty((f1 - f0, 1, (p // step) ** 2, L.shape[1] - p + 1), dtype=np.float32)
         cuts = np.linspace(f0, f1, self.n_threads + 1).astype(np.int64)
-        _ordered(self.pool, (partial(_core_inpaint.patch_features, L, a, b, p, step, F[a - f0:b - f0])
+        run_ordered(self.pool, (partial(_core_inpaint.patch_features, L, a, b, p, step, F[a - f0:b - f0])
                              for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a),
                  lambda _: None, self.n_threads)
         self.tick()
