@@ -556,33 +556,30 @@ def _layer_estimate(cache: LruCache | None, source: Source, noise: str) -> Noise
 
 
 def lazy_result(source: Source, params: DenoiseParams, noise: NoiseInfo | None) -> Any:
-    """The lazy result of a Dask or multiscale layer: every level denoised by Dask blocks, nothing computed.
+    """The lazy result of a Dask or multiscale layer: denoised by Dask blocks, nothing computed.
 
-    Each level of a multiscale layer is denoised on its own (a coarser level
-    has less noise: automatic values are set per level and block); a
-    photon model applies to the full-resolution level, coarser levels
-    estimate theirs per block. In volume mode the volume's first axis is the
-    one napari slices: its blocks keep to the input's chunks
+    A multiscale layer's full resolution is denoised; its lower levels are
+    means of blocks of that result (:func:`restore.pyramid.lower_levels`,
+    as the command line writes an OME-Zarr pyramid), so that every level
+    shows the same denoised image. In volume mode the volume's first axis
+    is the one napari slices: its blocks keep to the input's chunks
     (``sliced_axes``), so that showing a slice computes a chunk's depth and
     its overlap, not the whole volume.
     """
     import dask.array as da
 
-    outs = []
-    for k, level in enumerate(source.levels):
-        arr = level if is_lazy(level) else da.from_array(level)
-        colour, alpha = split_alpha(as_float(arr), source.rgb)
-        n = colour.ndim - source.rgb
-        kwargs = params.library_kwargs(noise if k == 0 else None)
-        if k > 0 and params.noise == "poisson-gaussian":
-            kwargs.update(gain=None, sigma=None)
-        elif k > 0 and params.sigma is not None:
-            kwargs.update(sigma=None)  # the σ given is the full resolution's
-        axes = tuple(range(n - params.n_spatial, n))
-        out = params.function(colour, axes=axes, channel_axis=-1 if source.rgb else None,
-                              sliced_axes=axes[:1] if params.volume else (), **kwargs)
-        outs.append(like_input(with_alpha(out, alpha), source.dtype))
-    return outs if source.multiscale else outs[0]
+    from restore.pyramid import lower_levels
+
+    level = source.data if is_lazy(source.data) else da.from_array(source.data)
+    colour, alpha = split_alpha(as_float(level), source.rgb)
+    n = colour.ndim - source.rgb
+    axes = tuple(range(n - params.n_spatial, n))
+    out = params.function(colour, axes=axes, channel_axis=-1 if source.rgb else None,
+                          sliced_axes=axes[:1] if params.volume else (), **params.library_kwargs(noise))
+    full = like_input(with_alpha(out, alpha), source.dtype)
+    if not source.multiscale:
+        return full
+    return [full, *lower_levels(full, [np.shape(lv) for lv in source.levels])]
 
 
 #: What napari shows of a layer: per axis of its data (colour excluded), an index (a slider's) or a range of a

@@ -287,6 +287,32 @@ def test_one_plane_of_an_in_memory_pyramids_result_denoises_that_plane(make_napa
     assert seen == [(1, 128, 128)] and not errors
 
 
+def test_a_multiscale_results_lower_levels_are_block_means_of_its_denoised_full_resolution(make_napari_viewer,
+                                                                                           qtbot, errors):
+    """As the CLI writes a pyramid (issue 28): not each level denoised on its own, which would differ from it."""
+    _, noisy = _blobs((4, 64, 50))
+    counts = np.rint(noisy * 4000).astype(np.uint16)  # integers: each level's means rounded, as stored
+    levels = [da.from_array(counts, chunks=(1, 64, 50)), da.from_array(counts[:, ::2, ::2].copy()),
+              da.from_array(counts[::2, ::4, ::4].copy())]  # (4, 64, 50), (4, 32, 25), (2, 16, 13)
+    viewer = make_napari_viewer()
+    src = viewer.add_image(levels, multiscale=True, name="pyramid", scale=(2.0, 0.5, 0.5), translate=(1, 2, 3),
+                           metadata={"origin": "microscope"}, visible=False)
+    widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
+    widget.image.value = src
+    widget.lam_mode.value = "rule"
+    [out] = press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)
+    assert not errors and out.multiscale and all(isinstance(lv, da.Array) for lv in out.data)
+    assert out.scale.tolist() == [2.0, 0.5, 0.5] and out.translate.tolist() == [1, 2, 3]
+    assert out.metadata["origin"] == "microscope"
+    full, half, quarter = (np.asarray(lv) for lv in out.data)
+    assert full.dtype == half.dtype == quarter.dtype == np.uint16
+    # means of whole blocks: an odd size loses its last voxel, as in the CLI
+    assert half.shape == (4, 32, 25) and quarter.shape == (2, 16, 12)
+    np.testing.assert_array_equal(half, np.rint(full.reshape(4, 32, 2, 25, 2).mean(axis=(2, 4))))
+    blocks = half[:, :, :24].reshape(2, 2, 16, 2, 12, 2).mean(axis=(1, 3, 5))
+    np.testing.assert_array_equal(quarter, np.rint(blocks))
+
+
 def test_inpaint_refuses_a_multiscale_layer_with_a_message(make_napari_viewer, qtbot, errors):
     _, noisy = _blobs((64, 64))
     viewer = make_napari_viewer()
