@@ -162,11 +162,15 @@ def stage1_chunk(F, T, soff, refs, h0, h1, h2, k, perm, own_ptr, node_end, paren
                  I0, I1, I2, win, bnum, bden, borg, debias, l0):
     """Stage 1 for the references ``refs`` (n, 3) (global origins): match on F, shrink T's groups, aggregate.
 
-    ``F`` and ``T`` hold the features and coefficients of the origins of a
-    strip starting at global first index ``soff``; ``bnum``, ``bden`` are
-    the chunk's buffers, whose pixel (0, 0, 0) is the global pixel ``borg``.
+    ``F`` holds the matching features and ``T`` (C, ...) the coefficients
+    of each of C channels at the origins of a strip starting at global
+    first index ``soff``: every channel's groups are made of the same
+    patches (matched once, on F) and shrunk with its own ``lam[c]``.
+    ``bnum``, ``bden`` (C, ...) are the chunk's buffers, whose pixel (0, 0,
+    0) is the global pixel ``borg``.
     """
     n = refs.shape[0]
+    n_ch = T.shape[0]
     p0, p1, p2 = win.shape
     p = p0 * p1 * p2
     kp = k * p
@@ -174,39 +178,48 @@ def stage1_chunk(F, T, soff, refs, h0, h1, h2, k, perm, own_ptr, node_end, paren
     idx = np.empty((n, k, 3), dtype=np.int64)
     dist = np.empty(k)
     tmp = np.empty(kp)
-    for i in range(n):
-        match_one(F, refs[i, 0] - soff, refs[i, 1], refs[i, 2], h0, h1, h2, k, idx[i], dist)
-        for m in range(k):
-            q0, q1, q2 = idx[i, m, 0], idx[i, m, 1], idx[i, m, 2]
-            for c in range(p):
-                X[i, m * p + c] = T[q0, q1, q2, c]
-        haar_group(X[i], k, p, tmp, False)
-    Xin = X.copy()
-    shrink_groups(X, lam, perm, own_ptr, node_end, parent, weights, debias, l0)
     src = np.empty((p0, p1, p2))
     t1 = np.empty((p0, p1, p2))
     t2 = np.empty((p0, p1, p2))
     dst = np.empty((p0, p1, p2))
     for i in range(n):
-        x = X[i]
-        # the inverse of the noise variance left in the group (in units of sigma^2): each coefficient kept
-        # keeps the square of its scaling; as BM3D's 1 / (number kept) for hard thresholding, and its Wiener weight
-        g2 = 0.0
-        for j in range(kp):
-            if x[j] != 0.0:
-                r = x[j] / Xin[i, j]
-                g2 += r * r
-        w = 1.0 / max(g2, 1.0)
-        haar_group(x, k, p, tmp, True)
-        for m in range(k):
-            add_patch(x[m * p:(m + 1) * p], I0, I1, I2, src, t1, t2, dst, win, w, bnum, bden,
-                      idx[i, m, 0] + soff - borg[0], idx[i, m, 1] - borg[1], idx[i, m, 2] - borg[2])
+        match_one(F, refs[i, 0] - soff, refs[i, 1], refs[i, 2], h0, h1, h2, k, idx[i], dist)
+    for ch in range(n_ch):
+        for i in range(n):
+            for m in range(k):
+                q0, q1, q2 = idx[i, m, 0], idx[i, m, 1], idx[i, m, 2]
+                for c in range(p):
+                    X[i, m * p + c] = T[ch, q0, q1, q2, c]
+            haar_group(X[i], k, p, tmp, False)
+        Xin = X.copy()
+        shrink_groups(X, lam[ch], perm, own_ptr, node_end, parent, weights, debias, l0)
+        for i in range(n):
+            x = X[i]
+            # the inverse of the noise variance left in the group (in units of sigma^2): each coefficient kept
+            # keeps the square of its scaling; as BM3D's 1 / (number kept) for hard thresholding, and its Wiener
+            # weight
+            g2 = 0.0
+            for j in range(kp):
+                if x[j] != 0.0:
+                    r = x[j] / Xin[i, j]
+                    g2 += r * r
+            w = 1.0 / max(g2, 1.0)
+            haar_group(x, k, p, tmp, True)
+            for m in range(k):
+                add_patch(x[m * p:(m + 1) * p], I0, I1, I2, src, t1, t2, dst, win, w, bnum[ch], bden[ch],
+                          idx[i, m, 0] + soff - borg[0], idx[i, m, 1] - borg[1], idx[i, m, 2] - borg[2])
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def stage2_chunk(F, TE, TN, soff, refs, h0, h1, h2, k, sigma2, I0, I1, I2, win, bnum, bden, borg):
-    """Stage 2 (empirical Wiener) for the references ``refs``: match on F, filter TN's groups by TE's, aggregate."""
+    """Stage 2 (empirical Wiener) for the references ``refs``: match on F, filter TN's groups by TE's, aggregate.
+
+    ``TE``, ``TN`` (C, ...): the estimate's and the noisy coefficients of
+    each channel, filtered in the same groups (matched once, on F), each
+    with its noise variance ``sigma2[c]``; ``bnum``, ``bden`` (C, ...).
+    """
     n = refs.shape[0]
+    n_ch = TN.shape[0]
     p0, p1, p2 = win.shape
     p = p0 * p1 * p2
     kp = k * p
@@ -221,21 +234,23 @@ def stage2_chunk(F, TE, TN, soff, refs, h0, h1, h2, k, sigma2, I0, I1, I2, win, 
     dst = np.empty((p0, p1, p2))
     for i in range(n):
         match_one(F, refs[i, 0] - soff, refs[i, 1], refs[i, 2], h0, h1, h2, k, idx, dist)
-        for m in range(k):
-            q0, q1, q2 = idx[m, 0], idx[m, 1], idx[m, 2]
-            for c in range(p):
-                e[m * p + c] = TE[q0, q1, q2, c]
-                x[m * p + c] = TN[q0, q1, q2, c]
-        haar_group(e, k, p, tmp, False)
-        haar_group(x, k, p, tmp, False)
-        g2 = 1.0  # the group's mean (coefficient 0) passes unchanged: adding a constant to y adds it to the result
-        for j in range(1, kp):
-            e2 = e[j] * e[j]
-            g = e2 / (e2 + sigma2)
-            x[j] *= g
-            g2 += g * g
-        w = 1.0 / (sigma2 * max(g2, 1e-12))  # BM3D's weight: the inverse of the group's residual noise variance
-        haar_group(x, k, p, tmp, True)
-        for m in range(k):
-            add_patch(x[m * p:(m + 1) * p], I0, I1, I2, src, t1, t2, dst, win, w, bnum, bden,
-                      idx[m, 0] + soff - borg[0], idx[m, 1] - borg[1], idx[m, 2] - borg[2])
+        for ch in range(n_ch):
+            s2 = sigma2[ch]
+            for m in range(k):
+                q0, q1, q2 = idx[m, 0], idx[m, 1], idx[m, 2]
+                for c in range(p):
+                    e[m * p + c] = TE[ch, q0, q1, q2, c]
+                    x[m * p + c] = TN[ch, q0, q1, q2, c]
+            haar_group(e, k, p, tmp, False)
+            haar_group(x, k, p, tmp, False)
+            g2 = 1.0  # the group's mean (coefficient 0) passes unchanged: adding a constant to y adds it to the result
+            for j in range(1, kp):
+                e2 = e[j] * e[j]
+                g = e2 / (e2 + s2)
+                x[j] *= g
+                g2 += g * g
+            w = 1.0 / (s2 * max(g2, 1e-12))  # BM3D's weight: the inverse of the group's residual noise variance
+            haar_group(x, k, p, tmp, True)
+            for m in range(k):
+                add_patch(x[m * p:(m + 1) * p], I0, I1, I2, src, t1, t2, dst, win, w, bnum[ch], bden[ch],
+                          idx[m, 0] + soff - borg[0], idx[m, 1] - borg[1], idx[m, 2] - borg[2])

@@ -388,8 +388,8 @@ def _plan(shape3, s: NonlocalSettings, ndim: int) -> list[_Strip]:
     return strips
 
 
-def nonlocal_steps(shape: tuple[int, ...], settings: NonlocalSettings | None = None) -> int:
-    """Number of progress steps :func:`nonlocal_denoise` reports for an image of this shape."""
+def nonlocal_steps(shape: tuple[int, ...], settings: NonlocalSettings | None = None, n_channels: int = 1) -> int:
+    """Number of progress steps :func:`nonlocal_denoise` reports for an image of this shape (and channels)."""
     ndim = len(shape)
     s = (settings or NonlocalSettings()).resolved(ndim)
     shape3 = (shape[0], 1, shape[1]) if ndim == 2 else tuple(shape)
@@ -397,8 +397,9 @@ def nonlocal_steps(shape: tuple[int, ...], settings: NonlocalSettings | None = N
     for stage in (1, 2) if s.wiener else (1,):
         one = replace(s, stride=s.stride1) if stage == 1 else replace(s, patch=s.patch2, window=s.window2)
         strips = _plan(shape3, one, ndim)
-        # each stage transforms the noisy image and its guide, then works through its references
-        total += sum(2 * len(st.row_chunks) + len(st.ref_chunks) for st in strips)
+        # stage 1 transforms the channels and its guide, stage 2 the channels and their estimates; then references
+        transforms = n_channels + 1 if stage == 1 else 2 * n_channels
+        total += sum(transforms * len(st.row_chunks) + len(st.ref_chunks) for st in strips)
     return total
 
 
@@ -459,10 +460,19 @@ def _kaiser3(patch3: tuple[int, int, int], beta: float) -> np.ndarray:
     return np.ascontiguousarray(w)
 
 
-def _stage(stage: int, y3: np.ndarray, guide3: np.ndarray, sigma: float, s: NonlocalSettings, ndim: int,
-           pool: ThreadPoolExecutor | None, n_threads: int, report: Callable[[], None]) -> np.ndarray:
+def _stage(stage: int, Y: np.ndarray, guide3: np.ndarray | None, E: np.ndarray | None, sigmas: np.ndarray,
+           s: NonlocalSettings, ndim: int, pool: ThreadPoolExecutor | None, n_threads: int,
+           report: Callable[[], None]) -> np.ndarray:
+    """One stage on the channels ``Y`` (C, n0, n1, n2), their groups matched once on the first channel's side.
+
+    Stage 1 matches on ``guide3`` (None: on ``Y[0]`` itself, reusing its
+    coefficients; or a mix with the pilot); stage 2 on ``E[0]``, ``E`` (C, ...) being stage 1's estimates,
+    which also give each channel's Wiener filter.
+    """
     s = replace(s, stride=s.stride1) if stage == 1 else replace(s, patch=s.patch2, window=s.window2)
-    patch3, half3, n_orig, _ = _geometry(y3.shape, s, ndim)
+    n_ch = Y.shape[0]
+    shape3 = Y.shape[1:]
+    patch3, half3, n_orig, _ = _geometry(shape3, s, ndim)
     Ms = [np.ascontiguousarray(transform_matrix(s.transform if stage == 1 else s.transform2, n)) for n in patch3]
     Is = [np.ascontiguousarray(m.T) for m in Ms]
     p = int(np.prod(patch3))
@@ -479,48 +489,52 @@ def _stage(stage: int, y3: np.ndarray, guide3: np.ndarray, sigma: float, s: Nonl
         if l0:  # a node costs lam per coefficient it owns (the root, the group's mean patch, nothing: always kept)
             weights = np.diff(f.own_ptr).astype(np.float64)
             weights[f.parent < 0] = 0.0
-            lam1 = 0.5 * (s.lam * sigma) ** 2
+            lams = 0.5 * (s.lam * sigmas) ** 2
         else:
             # a writable copy, as l0's weights: one compiled signature of the kernels for both penalties
-            weights, lam1 = np.array(f.weights, dtype=np.float64), s.lam * sigma
-    num = np.zeros(y3.shape)
-    den = np.zeros(y3.shape)
+            weights, lams = np.array(f.weights, dtype=np.float64), s.lam * sigmas
+    num = np.zeros(Y.shape)
+    den = np.zeros(Y.shape)
     h0, h1, h2 = half3
-    for strip in _plan(y3.shape, s, ndim):
+    same = stage == 1 and guide3 is None  # stage 1 matching on y itself: its coefficients are TN[0]'s
+    for strip in _plan(shape3, s, ndim):
         n_rows = strip.s1 - strip.s0
-        TN = np.empty((n_rows, n_orig[1], n_orig[2], p), dtype=np.float32)
-        same = guide3 is y3  # stage 1 matching on y itself: its coefficients are TN's
-        TG = TN if same else np.empty((n_rows, n_orig[1], n_orig[2], p if stage == 2 else len(feat_sel)),
-                                      dtype=np.float32)
-        sel_g = every if stage == 2 or same else feat_sel
+        TN = np.empty((n_ch, n_rows, n_orig[1], n_orig[2], p), dtype=np.float32)
+        if stage == 2:
+            TE = np.empty((n_ch, n_rows, n_orig[1], n_orig[2], p), dtype=np.float32)
+        elif not same:
+            TG = np.empty((n_rows, n_orig[1], n_orig[2], len(feat_sel)), dtype=np.float32)
 
         def coef_task(img, out, sel, r0, r1, strip=strip):
             return lambda: patch_coefs(img, r0, r1, Ms[0], Ms[1], Ms[2], sel, out[r0 - strip.s0:r1 - strip.s0])
 
-        tasks = [coef_task(y3, TN, every, r0, r1) for r0, r1 in strip.row_chunks]
-        if not same:
-            tasks += [coef_task(guide3, TG, sel_g, r0, r1) for r0, r1 in strip.row_chunks]
+        tasks = [coef_task(Y[ch], TN[ch], every, r0, r1) for ch in range(n_ch) for r0, r1 in strip.row_chunks]
+        if stage == 2:
+            tasks += [coef_task(E[ch], TE[ch], every, r0, r1) for ch in range(n_ch) for r0, r1 in strip.row_chunks]
+        elif not same:
+            tasks += [coef_task(guide3, TG, feat_sel, r0, r1) for r0, r1 in strip.row_chunks]
         run_ordered(pool, iter(tasks), lambda _: report(), n_threads)
         for _ in range(len(strip.row_chunks) if same else 0):
             report()  # the steps of the guide's transform, done with y's
         # features with the origins of the last axis side by side (restore._blockmatch.match_one)
-        F = np.ascontiguousarray((TG if stage == 1 and not same else TG[..., feat_sel]).transpose(0, 1, 3, 2))
+        G = TE[0][..., feat_sel] if stage == 2 else TN[0][..., feat_sel] if same else TG
+        F = np.ascontiguousarray(G.transpose(0, 1, 3, 2))
 
-        def ref_task(refs, strip=strip, TN=TN, TG=TG, F=F):
+        def ref_task(refs, strip=strip, TN=TN, TE=TE if stage == 2 else None, F=F):
             lo = [max(0, int(refs[:, ax].min()) - half3[ax]) for ax in range(3)]
             hi = [min(n_orig[ax] - 1, int(refs[:, ax].max()) + half3[ax]) + patch3[ax] for ax in range(3)]
-            box = tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))
-            shape = tuple(b - a for a, b in zip(lo, hi, strict=True))
+            box = (slice(None),) + tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))
+            shape = (n_ch,) + tuple(b - a for a, b in zip(lo, hi, strict=True))
             borg = np.array(lo, dtype=np.int64)
 
             def run():
                 bnum, bden = np.zeros(shape), np.zeros(shape)
                 if stage == 1:
                     stage1_chunk(F, TN, strip.s0, refs, h0, h1, h2, k, f.perm, f.own_ptr, f.node_end, f.parent,
-                                  weights, lam1, Is[0], Is[1], Is[2], win, bnum, bden, borg,
+                                  weights, lams, Is[0], Is[1], Is[2], win, bnum, bden, borg,
                                   s.debias, l0)
                 else:
-                    stage2_chunk(F, TG, TN, strip.s0, refs, h0, h1, h2, k, sigma * sigma, Is[0], Is[1], Is[2],
+                    stage2_chunk(F, TE, TN, strip.s0, refs, h0, h1, h2, k, sigmas * sigmas, Is[0], Is[1], Is[2],
                                   win, bnum, bden, borg)
                 return box, bnum, bden
             return run
@@ -535,21 +549,26 @@ def _stage(stage: int, y3: np.ndarray, guide3: np.ndarray, sigma: float, s: Nonl
     return num / den
 
 
-def nonlocal_denoise(y: np.ndarray, pilot: np.ndarray | None, sigma: float, *, settings: NonlocalSettings | None = None,
-                     progress: ProgressCallback | None = None, n_threads: int | None = None) -> np.ndarray:
-    """Denoise one channel of a plane or volume with white Gaussian noise of known sigma (the two stages above).
+def nonlocal_denoise(y: np.ndarray, pilot: np.ndarray | None, sigma: float | np.ndarray, *,
+                     settings: NonlocalSettings | None = None, progress: ProgressCallback | None = None,
+                     n_threads: int | None = None, channels: bool = False) -> np.ndarray:
+    """Denoise a plane or volume with white Gaussian noise of known sigma (the two stages above).
 
     Parameters
     ----------
-    y : ndarray, shape (M, N) or (P, M, N)
-        The noisy image (float; not modified).
-    pilot : ndarray of the shape of y, or None
+    y : ndarray, shape (M, N) or (P, M, N); with ``channels``, (C, M, N) or (C, P, M, N)
+        The noisy image (float; not modified). With ``channels``, the
+        channels along the first axis share their groups: patches are
+        matched on the first channel only (the luminance of a colour image,
+        as CBM3D) and every channel is shrunk (filtered) in the same groups.
+    pilot : ndarray of the shape of y (of one channel), or None
         A first estimate (e.g. the wavelet-tree estimate): stage 1 matches
         patches on ``pilot_weight * pilot + (1 - pilot_weight) * y`` (see
-        :class:`NonlocalSettings`); unused with the default weight 0, and
-        None stands for ``y``.
-    sigma : float
-        Standard deviation of the noise, in image units, > 0.
+        :class:`NonlocalSettings`; ``y``'s first channel with
+        ``channels``); unused with the default weight 0, and None stands
+        for ``y``.
+    sigma : float, or array of C floats with ``channels``
+        Standard deviation of the noise, in image units, > 0 (per channel).
     settings : NonlocalSettings, optional
         Patch, window, group sizes, ``lam``...; defaults per dimension.
     progress : callable, optional
@@ -559,30 +578,39 @@ def nonlocal_denoise(y: np.ndarray, pilot: np.ndarray | None, sigma: float, *, s
     n_threads : int, optional
         Worker threads (default :func:`restore._config.default_num_threads`);
         the result does not depend on it.
+    channels : bool
+        Whether ``y``'s first axis holds channels (False).
 
     Returns
     -------
     ndarray of float64, shape of ``y``
     """
     y = np.asarray(y)
-    pilot = y if pilot is None else np.asarray(pilot)
-    if y.ndim not in (2, 3):
-        raise ValueError(f"y must be a plane (2-D) or a volume (3-D), got shape {y.shape}")
-    if pilot.shape != y.shape:
-        raise ValueError(f"pilot must have the shape of y {y.shape}, got {pilot.shape}")
-    if not (np.isfinite(sigma) and sigma > 0):
-        raise ValueError(f"sigma must be finite and > 0, got {sigma!r}")
-    ndim = y.ndim
+    Y = y if channels else y[None]
+    pilot = Y[0] if pilot is None else np.asarray(pilot)
+    if Y.ndim not in (3, 4) or Y.shape[0] < 1:
+        what = "channels of planes (3-D) or of volumes (4-D)" if channels else "a plane (2-D) or a volume (3-D)"
+        raise ValueError(f"y must be {what}, got shape {y.shape}")
+    if pilot.shape != Y.shape[1:]:
+        raise ValueError(f"pilot must have the shape of y's {'channels' if channels else 'image'} {Y.shape[1:]}, "
+                         f"got {pilot.shape}")
+    sigmas = np.asarray(sigma, dtype=np.float64)
+    if sigmas.ndim == 0:
+        sigmas = np.full(Y.shape[0], float(sigmas))
+    if sigmas.shape != (Y.shape[0],) or not np.all(np.isfinite(sigmas) & (sigmas > 0)):
+        raise ValueError(f"sigma must be finite and > 0{' (one per channel)' if channels else ''}, got {sigma!r}")
+    sigmas = np.ascontiguousarray(sigmas)
+    ndim = Y.ndim - 1
     s = (settings or NonlocalSettings()).resolved(ndim)
     side = max(s.patch, s.patch2)
-    if min(y.shape) < side:
+    if min(Y.shape[1:]) < side:
         raise ValueError(f"y must be at least {side} pixels (the patch side) along every axis, got shape {y.shape}")
-    y3 = np.ascontiguousarray(y, dtype=np.float64)
+    Y3 = np.ascontiguousarray(Y, dtype=np.float64)
     g3 = np.ascontiguousarray(pilot, dtype=np.float64)
     if ndim == 2:
-        y3, g3 = y3[:, None, :], g3[:, None, :]
+        Y3, g3 = Y3[:, :, None, :], g3[:, None, :]
     n_threads = default_num_threads() if n_threads is None else max(1, int(n_threads))
-    total = nonlocal_steps(y.shape, s)
+    total = nonlocal_steps(Y.shape[1:], s, Y.shape[0])
     done = 0
 
     def report() -> None:
@@ -594,11 +622,11 @@ def nonlocal_denoise(y: np.ndarray, pilot: np.ndarray | None, sigma: float, *, s
     # the library's one pool (restore.proximal's): calls at once share its threads, not cores x cores
     pool = _get_pool(n_threads) if n_threads > 1 else None
     if s.pilot_weight == 0.0:
-        g3 = y3  # the same array: stage 1 reuses y's coefficients for matching
+        g3 = None  # stage 1 matches on y's first channel: it reuses its coefficients
     elif s.pilot_weight != 1.0:
-        g3 = s.pilot_weight * g3 + (1.0 - s.pilot_weight) * y3
-    est = _stage(1, y3, g3, float(sigma), s, ndim, pool, n_threads, report)
+        g3 = s.pilot_weight * g3 + (1.0 - s.pilot_weight) * Y3[0]
+    est = _stage(1, Y3, g3, None, sigmas, s, ndim, pool, n_threads, report)
     if s.wiener:
-        est = _stage(2, y3, est, float(sigma), s, ndim, pool, n_threads, report)
-    return est[:, 0, :] if ndim == 2 else est
-
+        est = _stage(2, Y3, est[0], est, sigmas, s, ndim, pool, n_threads, report)
+    est = est[:, :, 0, :] if ndim == 2 else est
+    return est if channels else est[0]

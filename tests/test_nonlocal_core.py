@@ -200,3 +200,41 @@ def test_bad_settings_are_refused_with_their_name():
         nonlocal_denoise(y, y[:10], 0.1)
     with pytest.raises(ValueError, match="sigma"):
         nonlocal_denoise(y, y, 0.0)
+
+
+def test_one_channel_of_channels_is_the_image_alone():
+    _, y = _noisy_plane((40, 44))
+    one = nonlocal_denoise(y, None, 0.1, settings=SMALL)
+    np.testing.assert_array_equal(nonlocal_denoise(y[None], None, [0.1], settings=SMALL, channels=True)[0], one)
+
+
+def test_channels_share_the_first_channels_groups():
+    # a colour difference with little signal matched on its own finds noise; on the luminance, the structure
+    x, _ = _noisy_plane((48, 48))
+    rng = np.random.default_rng(11)
+    lum, chroma = x, 0.3 + 0.15 * (x - x.mean())
+    y = np.stack([lum, chroma]) + 0.1 * rng.standard_normal((2,) + x.shape)
+    alone = nonlocal_denoise(y[1], None, 0.1, settings=SMALL)
+    joint = nonlocal_denoise(y, None, 0.1, settings=SMALL, channels=True)
+    assert joint.shape == y.shape
+    assert psnr(joint[1], chroma) > psnr(alone, chroma) + 1.0
+    np.testing.assert_array_equal(joint[0], nonlocal_denoise(y[0], None, 0.1, settings=SMALL))
+
+
+@pytest.mark.parametrize("shape", [(3, 40, 44), (2, 9, 14, 16)])
+def test_channels_do_not_depend_on_the_number_of_threads_and_count_their_steps(shape):
+    y = np.random.default_rng(5).random(shape)
+    settings = NonlocalSettings(window=7 if len(shape) == 4 else 15)
+    seen = []
+    one = nonlocal_denoise(y, None, [0.2] * shape[0], settings=settings, n_threads=1, channels=True,
+                           progress=lambda d, t: seen.append((d, t)))
+    two = nonlocal_denoise(y, None, 0.2, settings=settings, n_threads=2, channels=True)
+    np.testing.assert_array_equal(one, two)
+    total = nonlocal_steps(shape[1:], settings, shape[0])
+    assert seen[-1] == (total, total) and len(seen) == total
+
+
+def test_channels_need_one_sigma_each():
+    y = np.zeros((3, 20, 20))
+    with pytest.raises(ValueError, match="one per channel"):
+        nonlocal_denoise(y, None, [0.1, 0.1], channels=True)

@@ -69,6 +69,31 @@ class NonlocalTree:
         return nonlocal_denoise(unit, None, self.strength * float(sigma), settings=self.settings,
                                 progress=steps.callback(n))
 
+    def denoise_channels(self, units: list[np.ndarray], sigmas: list[float | None],
+                         var_maps: list[np.ndarray | None], steps: Steps) -> list[np.ndarray]:
+        """The channels of one unit (the opponent colour space's for three) denoised in shared groups.
+
+        As CBM3D: patches are matched on the first channel (the luminance)
+        only, and every channel is shrunk and filtered in the same groups,
+        each with its own sigma; the colour differences, low in signal, are
+        poor guides to their own matches. Takes the steps of :meth:`denoise`
+        on each channel. A channel without noise comes back as it is; when
+        the first one has none, the others are denoised each on its own.
+        """
+        n = self.steps(units[0].shape, var_maps[0] is not None)
+        noisy = [c for c, s in enumerate(sigmas) if s and s > 0]
+        if not noisy or noisy[0] != 0:
+            return [self.denoise(u, s, v, steps, c)
+                    for c, (u, s, v) in enumerate(zip(units, sigmas, var_maps, strict=True))]
+        sig = np.array([self.strength * float(sigmas[c]) for c in noisy])
+        den = nonlocal_denoise(np.stack([units[c] for c in noisy]), None, sig, settings=self.settings,
+                               progress=steps.callback(n * len(noisy)), channels=True)
+        steps(n * (len(units) - len(noisy)))
+        out = [np.array(u, dtype=np.float64) for u in units]
+        for i, c in enumerate(noisy):
+            out[c] = den[i]
+        return out
+
 
 def denoise_nonlocal_tree(
     image: ArrayLike,
