@@ -49,16 +49,17 @@ class Bands(NamedTuple):
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def prox_regular_tree_l2(X, r0, r1, start, shape, parent, shift, weight, inner, lams, work):
+def prox_regular_tree_l2(X, r0, r1, start, shape, parent, shift, weight, inner, lams, work, iwork):
     """Prox of ``lam * sum_n w_n ||x_g(n)||_2`` on rows ``r0 .. r1 - 1`` of ``X``, in place.
 
     As :func:`restore._core.prox_tree_l2`: bottom-up (finest band first)
     each coefficient's subtree norm after its children's scalings gives its
     scaling, top-down every coefficient is multiplied by the product of its
-    own and its ancestors' scalings. ``work`` (float64, >= p): the subtree
-    sums, then the scalings.
+    own and its ancestors' scalings. ``work`` (float64, (1, >= p)): the
+    subtree sums, then the scalings; ``iwork`` is not used.
     """
     n_bands = start.shape[0]
+    wk = work[0]
     for row in range(r0, r1):
         x = X[row]
         lam = lams[row]
@@ -66,7 +67,7 @@ def prox_regular_tree_l2(X, r0, r1, start, shape, parent, shift, weight, inner, 
             if inner[b]:
                 s = start[b]
                 for c in range(s, s + shape[b, 0] * shape[b, 1] * shape[b, 2]):
-                    work[c] = 0.0
+                    wk[c] = 0.0
         for b in range(n_bands - 1, -1, -1):
             s = start[b]
             h0, h1, h2 = shape[b, 0], shape[b, 1], shape[b, 2]
@@ -83,23 +84,23 @@ def prox_regular_tree_l2(X, r0, r1, start, shape, parent, shift, weight, inner, 
                     for i2 in range(h2):
                         c = base + i2
                         v = x[c]
-                        r2 = v * v if leaf else work[c] + v * v
+                        r2 = v * v if leaf else wk[c] + v * v
                         if t <= 0.0:
                             sc = 1.0
                         elif r2 <= t * t:  # no square root for groups that vanish
                             sc = 0.0
                         else:
                             sc = 1.0 - t / np.sqrt(r2)
-                        work[c] = sc
+                        wk[c] = sc
                         if pb >= 0:
-                            work[pbase + (i2 >> s2)] += sc * sc * r2
+                            wk[pbase + (i2 >> s2)] += sc * sc * r2
         for b in range(n_bands):
             s = start[b]
             h0, h1, h2 = shape[b, 0], shape[b, 1], shape[b, 2]
             pb = parent[b]
             if pb < 0:
                 for c in range(s, s + h0 * h1 * h2):
-                    x[c] *= work[c]
+                    x[c] *= wk[c]
                 continue
             ps = start[pb]
             p1, p2 = shape[pb, 1], shape[pb, 2]
@@ -110,18 +111,18 @@ def prox_regular_tree_l2(X, r0, r1, start, shape, parent, shift, weight, inner, 
                     pbase = ps + ((i0 >> s0) * p1 + (i1 >> s1)) * p2
                     for i2 in range(h2):
                         c = base + i2
-                        sc = work[c] * work[pbase + (i2 >> s2)]
-                        work[c] = sc
+                        sc = wk[c] * wk[pbase + (i2 >> s2)]
+                        wk[c] = sc
                         x[c] *= sc
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def prox_regular_tree_l0(X, r0, r1, start, shape, parent, shift, weight, inner, lams, work):
+def prox_regular_tree_l0(X, r0, r1, start, shape, parent, shift, weight, inner, lams, work, iwork):
     """Prox of ``lam * sum_n w_n [x_g(n) != 0]`` by Donoho's dynamic programme, in place.
 
     As :func:`restore._core.prox_tree_l0`. ``work`` (float64, (2, >= p)):
     row 0 the cost of zeroing each subtree, then 1.0 where a node is kept;
-    row 1 the cost of the best pruning below it.
+    row 1 the cost of the best pruning below it; ``iwork`` is not used.
     """
     n_bands = start.shape[0]
     zero = work[0]
@@ -178,3 +179,293 @@ def prox_regular_tree_l0(X, r0, r1, start, shape, parent, shift, weight, inner, 
                             zero[c] = keep
                         if keep == 0.0:
                             x[c] = 0.0
+
+
+# Columns of the heap's slot records (one record a slot, so that a heap step touches one cache line a slot).
+_VAL, _CNT, _CHILD, _SIB = 0, 1, 2, 3
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def _meld(a, b, heap):
+    """Pairing-heap meld of the max-heaps rooted at slots ``a`` and ``b`` (-1: empty); returns the root."""
+    if a < 0:
+        return b
+    if b < 0:
+        return a
+    swap = heap[a, _VAL] < heap[b, _VAL]
+    w = b if swap else a  # selects, not branches: which root wins is a coin toss for the branch predictor
+    lo = a if swap else b
+    heap[lo, _SIB] = heap[w, _CHILD]
+    heap[w, _CHILD] = lo
+    return w
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def _pop(r, heap):
+    """The heap rooted at ``r`` without its root: the root's children melded in two passes."""
+    c = int(heap[r, _CHILD])
+    pairs = -1  # the melded pairs, last pair first, linked through their sibling field
+    while c >= 0:
+        b = int(heap[c, _SIB])
+        if b < 0:
+            nxt = -1
+            m = c
+        else:
+            nxt = int(heap[b, _SIB])
+            m = _meld(c, b, heap)
+        heap[m, _SIB] = pairs
+        pairs = m
+        c = nxt
+    out = -1
+    while pairs >= 0:
+        nxt = int(heap[pairs, _SIB])
+        heap[pairs, _SIB] = -1
+        out = _meld(out, pairs, heap)
+        pairs = nxt
+    return out
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def _push(heap, slot, value, count):
+    """Fill ``slot`` with a one-entry heap; returns the slot."""
+    heap[slot, _VAL] = value
+    heap[slot, _CNT] = count
+    heap[slot, _CHILD] = -1
+    heap[slot, _SIB] = -1
+    return slot
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def _sort5(raw, out):
+    """``out[:5]`` = ``raw[:5]`` in decreasing order, by a sorting network of 9 min/max pairs (no branches)."""
+    a0, a1, a2, a3, a4 = raw[0], raw[1], raw[2], raw[3], raw[4]
+    a0, a1 = max(a0, a1), min(a0, a1)
+    a3, a4 = max(a3, a4), min(a3, a4)
+    a2, a4 = max(a2, a4), min(a2, a4)
+    a2, a3 = max(a2, a3), min(a2, a3)
+    a0, a3 = max(a0, a3), min(a0, a3)
+    a0, a2 = max(a0, a2), min(a0, a2)
+    a1, a4 = max(a1, a4), min(a1, a4)
+    a1, a3 = max(a1, a3), min(a1, a3)
+    a1, a2 = max(a1, a2), min(a1, a2)
+    out[0], out[1], out[2], out[3], out[4] = a0, a1, a2, a3, a4
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def _sort_small(raw, n, out):
+    """``out[:n]`` = ``raw[:n]`` in decreasing order (insertion sort: n is a node's few children)."""
+    for i in range(n):
+        v = raw[i]
+        j = i
+        while j > 0 and out[j - 1] < v:
+            out[j] = out[j - 1]
+            j -= 1
+        out[j] = v
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def prox_regular_tree_linf(X, r0, r1, start, shape, parent, shift, weight, inner, lams, work, iwork):
+    """Prox of ``lam * sum_n w_n ||x_g(n)||_inf``, in place, O(p log p) per row at worst.
+
+    As :func:`restore._core.prox_tree_linf`, children before parents, each
+    group step either zeroes its group (l1 norm at most ``t = lam * w``) or
+    clips the group's magnitudes at the level ``tau`` where their excess over
+    ``tau`` sums to ``t``. Clipping only lowers magnitudes to a common level,
+    so a coefficient ends at ``min(|x|, tau of its node and of every
+    ancestor)``, and a group's step only needs the largest magnitudes of its
+    subtree, in decreasing order, down to ``tau``.
+
+    Each subtree's magnitudes after its steps are kept in a max-heap (a
+    pairing heap, melded into the parent's in O(1)) whose entries are a value
+    and a count; a step pops the entries above ``tau`` and pushes back one
+    entry ``(tau, their count)``. An entry is popped once, so a row costs
+    O(p) heap steps of O(log p) amortised. A node takes the magnitudes of
+    its leaf children (a leaf's step is a shrinkage) and its own directly,
+    sorted in a small buffer, and leaves the ones below ``tau`` as a sorted
+    chain (a heap that pops in O(1)): most nodes of a wavelet tree are
+    leaves or their parents. Heap slots are taken in the order the nodes are
+    processed, so that a step finds its children's entries in nearby memory.
+    A top-down pass then applies the clip levels.
+
+    ``work`` (float64, (1 + s, >= p) with ``s * p >= 4 * (p + inner nodes)``):
+    row 0 per inner node the l1 norm of its inner children's subtrees after
+    their steps, then its clip level (0 when its group vanished); the other
+    rows hold the heap's slot records. ``iwork`` (int64, (1, >= p)): the
+    heap's root per inner node (the heaps of its inner children).
+    """
+    n_bands = start.shape[0]
+    level = work[0]
+    heap = work[1:].reshape(((work.shape[0] - 1) * work.shape[1] // 4, 4))
+    root = iwork[0]
+    # per band: whether an inner band hangs below it, and the most magnitudes a node takes directly
+    pushed = np.zeros(n_bands, dtype=np.bool_)
+    n_direct = np.ones(n_bands, dtype=np.int64)
+    leaf_ptr = np.zeros(n_bands + 1, dtype=np.int64)  # leaf child bands of band b: leaf_kids[leaf_ptr[b]:leaf_ptr[b+1]]
+    for b in range(n_bands):
+        pb = parent[b]
+        if pb >= 0:
+            if inner[b]:
+                pushed[pb] = True
+            else:
+                n_direct[pb] += 1 << (shift[b, 0] + shift[b, 1] + shift[b, 2])
+                leaf_ptr[pb + 1] += 1
+    for b in range(n_bands):
+        leaf_ptr[b + 1] += leaf_ptr[b]
+    leaf_kids = np.empty(leaf_ptr[n_bands], dtype=np.int64)
+    fill = leaf_ptr[:-1].copy()
+    for b in range(n_bands):
+        pb = parent[b]
+        if pb >= 0 and not inner[b]:
+            leaf_kids[fill[pb]] = b
+            fill[pb] += 1
+    buf = np.empty(n_direct.max())
+    raw = np.empty(n_direct.max())
+    for row in range(r0, r1):
+        x = X[row]
+        lam = lams[row]
+        for b in range(n_bands):
+            if pushed[b]:
+                s = start[b]
+                for c in range(s, s + shape[b, 0] * shape[b, 1] * shape[b, 2]):
+                    level[c] = 0.0
+                    root[c] = -1
+        n_slots = 0
+        for b in range(n_bands - 1, -1, -1):
+            if not inner[b]:
+                continue  # leaves: their parents take them
+            s = start[b]
+            h0, h1, h2 = shape[b, 0], shape[b, 1], shape[b, 2]
+            t = lam * weight[b]
+            pb = parent[b]
+            ps = start[pb] if pb >= 0 else 0
+            p1, p2 = shape[pb, 1], shape[pb, 2]
+            s0, s1, s2 = shift[b, 0], shift[b, 1], shift[b, 2]
+            for i0 in range(h0):
+                for i1 in range(h1):
+                    base = s + (i0 * h1 + i1) * h2
+                    pbase = ps + ((i0 >> s0) * p1 + (i1 >> s1)) * p2
+                    for i2 in range(h2):
+                        c = base + i2
+                        # own and leaf children's magnitudes (0 for a vanished leaf) into raw, then into buf
+                        # sorted in decreasing order by their ranks: no branch on the data
+                        a = abs(x[c])
+                        raw[0] = a
+                        n_raw = 1
+                        total = a
+                        if pushed[b]:
+                            total += level[c]
+                            r = root[c]
+                        else:
+                            r = -1
+                        for e in range(leaf_ptr[b], leaf_ptr[b + 1]):
+                            cb = leaf_kids[e]
+                            tc = lam * weight[cb]
+                            c0, c1, c2 = shift[cb, 0], shift[cb, 1], shift[cb, 2]
+                            g1, g2 = shape[cb, 1], shape[cb, 2]
+                            for d0 in range(i0 << c0, (i0 + 1) << c0):
+                                for d1 in range(i1 << c1, (i1 + 1) << c1):
+                                    cbase = start[cb] + (d0 * g1 + d1) * g2
+                                    for d2 in range(i2 << c2, (i2 + 1) << c2):
+                                        v = abs(x[cbase + d2])
+                                        if tc > 0.0:
+                                            v = max(v - tc, 0.0)
+                                        raw[n_raw] = v
+                                        n_raw += 1
+                                        total += v
+                        if n_raw == 5:  # a quad-tree's node and its four leaves: a sorting network
+                            _sort5(raw, buf)
+                        else:
+                            _sort_small(raw, n_raw, buf)
+                        nb = n_raw
+                        while nb > 0 and buf[nb - 1] <= 0.0:
+                            nb -= 1
+                        if t > 0.0 and total <= t:
+                            level[c] = 0.0
+                            continue  # the group vanishes: nothing goes up
+                        # pop from buf and the heap while above the clip level of those popped so far
+                        acc = 0.0
+                        k = 0.0
+                        bi = 0
+                        reuse = -1
+                        if t > 0.0:
+                            while True:
+                                vb = buf[bi] if bi < nb else -1.0
+                                vh = heap[r, _VAL] if r >= 0 else -1.0
+                                if vb >= vh:
+                                    if vb < 0.0:
+                                        break
+                                    if k > 0.0 and not vb * k > acc - t:
+                                        break
+                                    acc += vb
+                                    k += 1.0
+                                    bi += 1
+                                else:
+                                    if k > 0.0 and not vh * k > acc - t:
+                                        break
+                                    m = heap[r, _CNT]
+                                    acc += vh * m
+                                    k += m
+                                    if reuse < 0:
+                                        reuse = r
+                                    r = _pop(r, heap)
+                            if k == 0.0:
+                                level[c] = 0.0
+                                continue
+                            tau = (acc - t) / k
+                            if tau < 0.0:
+                                tau = 0.0
+                            total -= t
+                        else:
+                            tau = np.inf
+                        level[c] = tau
+                        if pb < 0:
+                            continue
+                        # what is left: buf's rest as a chain below the heap's root
+                        chain = -1
+                        for j in range(nb - 1, bi - 1, -1):
+                            slot = _push(heap, n_slots, buf[j], 1.0)
+                            n_slots += 1
+                            heap[slot, _CHILD] = chain
+                            chain = slot
+                        r = _meld(r, chain, heap)
+                        if k > 0.0:  # the clipped entries, above everything left
+                            if reuse < 0:
+                                reuse = n_slots
+                                n_slots += 1
+                            _push(heap, reuse, tau, k)
+                            if r >= 0:
+                                heap[reuse, _CHILD] = r
+                            r = reuse
+                        q = pbase + (i2 >> s2)
+                        level[q] += total
+                        root[q] = _meld(root[q], r, heap)
+        for b in range(n_bands):
+            s = start[b]
+            h0, h1, h2 = shape[b, 0], shape[b, 1], shape[b, 2]
+            pb = parent[b]
+            ps = start[pb] if pb >= 0 else 0
+            p1, p2 = shape[pb, 1], shape[pb, 2]
+            s0, s1, s2 = shift[b, 0], shift[b, 1], shift[b, 2]
+            t = lam * weight[b]
+            leaf = inner[b] == 0
+            for i0 in range(h0):
+                for i1 in range(h1):
+                    base = s + (i0 * h1 + i1) * h2
+                    pbase = ps + ((i0 >> s0) * p1 + (i1 >> s1)) * p2
+                    for i2 in range(h2):
+                        c = base + i2
+                        v = x[c]
+                        if not leaf:
+                            cap = level[c]
+                        elif t > 0.0:  # a leaf's step: shrink by t (or vanish)
+                            cap = max(abs(v) - t, 0.0)
+                        else:
+                            cap = np.inf
+                        if pb >= 0:
+                            cap = min(cap, level[pbase + (i2 >> s2)])
+                            if not leaf:
+                                level[c] = cap
+                        # v clipped at cap by selects (which coefficients get clipped is data, not a pattern);
+                        # + 0.0 turns the -0.0 of a vanished negative coefficient into 0.0
+                        m = min(abs(v), cap)
+                        x[c] = (m if v >= 0.0 else -m) + 0.0

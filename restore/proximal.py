@@ -37,11 +37,12 @@ _TREE_KERNELS = {
     "tree_linf": (_core.prox_tree_linf, (4, 2)),
     "tree_l0": (_core.prox_tree_l0, (2, 1)),
 }
-# The kernels walking the regular trees of wavelet transforms by index arithmetic, with their rows of float
-# scratch space (tree_linf's subtree sweeps run faster on the general depth-first layout).
+# The kernels walking the regular trees of wavelet transforms by index arithmetic, with their rows of float and
+# int scratch space.
 _REGULAR_KERNELS = {
-    "tree_l2": (_core_regular.prox_regular_tree_l2, 1),
-    "tree_l0": (_core_regular.prox_regular_tree_l0, 2),
+    "tree_l2": (_core_regular.prox_regular_tree_l2, (1, 0)),
+    "tree_linf": (_core_regular.prox_regular_tree_linf, (5, 1)),
+    "tree_l0": (_core_regular.prox_regular_tree_l0, (2, 0)),
 }
 _VALUE_KIND = {"tree_l2": 0, "tree_linf": 1, "tree_l0": 2}
 
@@ -99,9 +100,9 @@ def _run_tree_kernel(kernel, X, r0, r1, flat, lams, rows: tuple[int, int]) -> No
     kernel(X, r0, r1, *flat, lams, work, iwork)
 
 
-def _run_regular_kernel(kernel, X, r0, r1, regular, lams, n_work: int) -> None:
-    work, _ = _workspace(X.shape[1], (n_work, 0))
-    kernel(X, r0, r1, *regular, lams, work[0] if n_work == 1 else work)
+def _run_regular_kernel(kernel, X, r0, r1, regular, lams, rows: tuple[int, int]) -> None:
+    work, iwork = _workspace(X.shape[1], rows)
+    kernel(X, r0, r1, *regular, lams, work, iwork)
 
 
 def _get_pool(n_threads: int) -> ThreadPoolExecutor:
@@ -175,8 +176,12 @@ def _prox_range(penalty: str, tree: Tree | None, lam: float | np.ndarray, n: int
         return lambda X, r0, r1: _core.prox_l0(X, r0, r1, lams)
     regular = tree._regular  # noqa: SLF001
     if regular is not None and penalty in _REGULAR_KERNELS:
-        reg_kernel, n_work = _REGULAR_KERNELS[penalty]
-        return lambda X, r0, r1: _run_regular_kernel(reg_kernel, X, r0, r1, regular, lams, n_work)
+        reg_kernel, reg_rows = _REGULAR_KERNELS[penalty]
+        if penalty == "tree_linf":  # heap records: 4 floats for each magnitude and each inner node's clip
+            n_vars = regular.n_coeffs
+            n_inner = int(sum(np.prod(regular.shape[b]) for b in np.flatnonzero(regular.inner)))
+            reg_rows = (1 + -(-4 * (n_vars + n_inner) // n_vars), reg_rows[1])
+        return lambda X, r0, r1: _run_regular_kernel(reg_kernel, X, r0, r1, regular, lams, reg_rows)
     (tree_kernel, rows), flat = _TREE_KERNELS[penalty], tree._flat  # noqa: SLF001
     return lambda X, r0, r1: _run_tree_kernel(tree_kernel, X, r0, r1, flat, lams, rows)
 

@@ -108,3 +108,18 @@ def test_weights_that_differ_within_a_band_still_give_the_exact_prox():
     u = np.random.default_rng(1).standard_normal(tree.n_vars) * 2
     np.testing.assert_allclose(prox(u, 0.5, penalty="tree_l2", tree=tree.with_weights(w)),
                                prox(u, 0.5, penalty="tree_l2", tree=_general(shape, levels, w)), atol=1e-13, rtol=0)
+
+
+@pytest.mark.parametrize("shape, levels", [((64, 64), (6, 6)), ((16, 16, 16), (4, 4, 4)), ((8, 32), (1, 4))])
+@pytest.mark.parametrize("lam", [0.05, 0.5, 4.0, 40.0])
+def test_regular_linf_equals_general_layout_on_ties_and_deep_clips(shape, levels, lam):
+    # integer magnitudes tie everywhere; large lam makes the clip levels of the top groups reach deep
+    regular = wavelet_tree(shape, "haar", levels, True)
+    general = _general(shape, levels, regular.weights)
+    rng = np.random.default_rng(3)
+    U = np.concatenate([rng.integers(-3, 4, (regular.n_vars, 2)).astype(float),
+                        rng.standard_normal((regular.n_vars, 2)) * rng.exponential(2.0, (regular.n_vars, 2))], axis=1)
+    got = prox(U, lam, penalty="tree_linf", tree=regular)
+    want = prox(U, lam, penalty="tree_linf", tree=general)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * max(1.0, np.abs(U).max()))
+    assert np.count_nonzero(got) > 0 or lam == 40.0
