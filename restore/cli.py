@@ -573,12 +573,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "planes; with --volume, as many as leave 4 samples on the thinnest axis, at most 3)")
     d.add_argument("--cycle-spins", type=_count("cycle_spins", 0), default=_default(*_DENOISE, "cycle_spins"),
                    action=_WaveletOption,
-                   help="average over this many shifts of the image: better, and that many times slower "
-                        "(default: %(default)s, no shift)")
+                   help="average over shifts of the image: the Wiener stage over twice this many (at least 4 "
+                        "on planes, 2 with --volume), the tree stage over a quarter (all with --no-wiener); "
+                        "better, and slower (default: %(default)s)")
     d.add_argument("--penalize-approx", action=_WaveletOption, nargs=0, const=True, default=False,
                    help="penalise the approximation band too (default: it is kept as it is)")
     d.add_argument("--wiener", action=_WaveletSwitch, default=_default(*_DENOISE, "wiener"),
-                   help="refine by empirical Wiener filtering (default: on for --volume, off for planes)")
+                   help="refine by empirical Wiener filtering (default: on)")
     d.add_argument("--scheduler", default=None, help="zarr: dask.distributed scheduler address, e.g. "
                                                       "tcp://host:8786 (the stores must be visible to its workers: "
                                                       "URLs such as s3://... need no shared folder)")

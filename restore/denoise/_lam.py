@@ -98,9 +98,12 @@ _SURE_GOLDEN = 8  # golden-section steps: the bracket shrinks to 0.618**8 = 2 % 
 _SURE_EVALS = _SURE_GRID + 2 + _SURE_GOLDEN  # risk evaluations (one progress step each)
 
 
-# SURE measures the risk on at most about this many coefficients (a 512 x 512 plane's): beyond, on a regular subset
-# of whole trees (the risk is a sum over trees, so a subset estimates it), to bound its cost on volumes and photos.
+# SURE measures the risk on at most about this many coefficients of a volume: beyond, on a regular subset of whole
+# trees (the risk is a sum over trees, so a subset estimates it), to bound its cost.
 _SURE_MAX_COEFFS = 1 << 19
+# ... of a plane: a 512 x 512 plane's quarter, where SURE would otherwise take a third of the default call's time;
+# the lam it picks there is as good (``benchmarks/bench_denoise.py --part default`` compares the two caps)
+_SURE_MAX_COEFFS_2D = 1 << 17
 
 
 def _sure_sample(c: np.ndarray, plan: _Plan, penalize_approx: bool,
@@ -110,17 +113,18 @@ def _sure_sample(c: np.ndarray, plan: _Plan, penalize_approx: bool,
     The trees of the unpenalised approximation band's coefficients are
     independent, so the shrinkage of the subset is the subset of the
     shrinkage. Strides double on the axis with the most roots until at most
-    ``_SURE_MAX_COEFFS`` remain (or every axis is down to 2 roots); with
+    ``_SURE_MAX_COEFFS`` (planes: ``_SURE_MAX_COEFFS_2D``) remain (or every axis is down to 2 roots); with
     ``penalize_approx`` (one group across the approximation band) or few
     coefficients, everything is kept.
     """
-    if penalize_approx or plan.n_coeffs <= _SURE_MAX_COEFFS:
+    cap = _SURE_MAX_COEFFS if len(plan.shape) == 3 else _SURE_MAX_COEFFS_2D
+    if penalize_approx or plan.n_coeffs <= cap:
         return c, plan, noise_var
     bands = band_layout(plan.padded, plan.splits)
     roots = list(bands[0].shape)
     stride = [1] * len(roots)
     kept = plan.n_coeffs
-    while kept > _SURE_MAX_COEFFS:
+    while kept > cap:
         a = int(np.argmax([-(-r // k) for r, k in zip(roots, stride, strict=True)]))
         if -(-roots[a] // stride[a]) <= 2:
             break
@@ -290,16 +294,17 @@ def _data_range(c: np.ndarray, plan: _Plan) -> float:
 
 
 def _choice_for_plane(plane, sigma, penalty, method, plan, penalize_approx, gen, steps: Steps | None = None,
-                      per_level: bool | None = None,
-                      var_map: np.ndarray | None = None) -> tuple[float, np.ndarray | None]:
+                      per_level: bool | None = None, var_map: np.ndarray | None = None,
+                      coeffs: np.ndarray | None = None) -> tuple[float, np.ndarray | None]:
     """Lam of one channel and, by SURE, its level weights (None: all 1); ``steps()`` as :func:`_lam_steps` counts.
 
     With ``var_map`` (the noise variance of each sample), lam applies to the
     coefficients divided by their noise deviation (as :func:`._stages._denoise_plane` shrinks them).
+    ``coeffs``: ``plan.forward(plane)`` when the caller has it (read only).
     """
     step = steps if steps is not None else (lambda: None)
     per_level = _per_level(method, penalty, plan, per_level)
-    c = plan.forward(plane)
+    c = plan.forward(plane) if coeffs is None else coeffs
     step()
     if method == "sure" and sigma == 0:  # no noise, nothing to shrink: the evaluations SURE would make are done
         if steps is not None:

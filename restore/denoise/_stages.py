@@ -25,11 +25,12 @@ def _shrink_steps(n_shifts: int) -> int:
 
 def _denoise_plane(plane: np.ndarray, lam: float, penalty: str, plan: _Plan, penalize_approx: bool,
                    n_shifts: int, steps: Steps | None = None, level_weights: np.ndarray | None = None,
-                   var_map: np.ndarray | None = None) -> np.ndarray:
+                   var_map: np.ndarray | None = None, coeffs: np.ndarray | None = None) -> np.ndarray:
     """Average over ``n_shifts`` circular shifts of transform, prox, inverse; ``steps()`` after each stage.
 
     With ``var_map``, each coefficient is shrunk in units of its noise deviation: divided by it
-    (:meth:`._transform._Plan.coeff_var`) before the prox, multiplied back after.
+    (:meth:`._transform._Plan.coeff_var`) before the prox, multiplied back after. ``coeffs``:
+    ``plan.forward(plane)`` (the unshifted transform) when the caller has it (read only).
     """
     step = steps if steps is not None else (lambda: None)
     acc, n_done = None, 0
@@ -37,7 +38,7 @@ def _denoise_plane(plane: np.ndarray, lam: float, penalty: str, plan: _Plan, pen
         C = np.empty((len(group), plan.n_coeffs))
         scale = None if var_map is None else np.empty_like(C)
         for i, (row, s) in enumerate(zip(C, group, strict=True)):
-            row[:] = plan.forward(plane, s)
+            row[:] = coeffs if coeffs is not None and not any(s) else plan.forward(plane, s)
             if scale is not None:
                 scale[i] = np.sqrt(plan.coeff_var(var_map, s))
             step()
@@ -56,10 +57,12 @@ def _denoise_plane(plane: np.ndarray, lam: float, penalty: str, plan: _Plan, pen
 
 
 # The empirical Wiener stage: passes in other bases than the tree's db3, each taking the previous estimate as its
-# pilot (Haar first, for sharp and thin structures, then db2, smooth ones), each with its own number of shifts per
-# cycle spin. Its gain is in translation invariance (more shifts in the last pass), and the tree pilot needs few:
-# the choices and their gains are measured by ``benchmarks/bench_volume.py --part choices``.
-_WIENER_PASSES = (("haar", 0.5), ("db2", 2.0))  # (wavelet, shifts per cycle spin)
+# pilot, each with its own number of shifts per cycle spin. Its gain is in translation invariance (more shifts in the
+# last pass), and the tree pilot needs few. Volumes: Haar first, for sharp and thin structures, then db2, smooth
+# ones (``benchmarks/bench_volume.py --part choices``). Planes: db2 alone; a Haar pass before it costs a fifth more
+# and loses on photos, 0.2 dB on the worst (``benchmarks/bench_denoise.py --part default`` prints both).
+_WIENER_PASSES = (("haar", 0.5), ("db2", 2.0))  # volumes: (wavelet, shifts per cycle spin)
+_WIENER_PASSES_2D = (("db2", 2.0),)  # planes
 _PILOT_SPINS = 0.25  # shifts of the tree pilot per cycle spin when the Wiener stage follows
 
 
@@ -67,6 +70,10 @@ _PILOT_SPINS = 0.25  # shifts of the tree pilot per cycle spin when the Wiener s
 # and odd planes the same treatment (with one shift, a dyadic transform along z favours one parity, and planes
 # alternate in quality: flicker when a stack is viewed plane by plane), for one more transform pair.
 _MIN_LAST_SHIFTS_3D = 2
+# ... on planes: 4 shifts (by one sample along y, x and both) make the default call (no cycle spin) about 1.6 dB
+# better than scikit-image's BayesShrink on average on photos, and better on every one, in at most 0.15 s of CPU
+# at 512 x 512 (3 shifts keep 0.07 dB less, 5 gain 0.07 more: ``benchmarks/bench_denoise.py --part default``)
+_MIN_LAST_SHIFTS_2D = 4
 
 
 def _wiener_shifts(n_shifts: int, spins: float) -> int:
@@ -79,9 +86,9 @@ def _pilot_shifts(n_shifts: int) -> int:
     return max(1, int(n_shifts * _PILOT_SPINS))
 
 
-def _use_wiener(wiener: bool | None, n_axes: int) -> bool:
-    """The Wiener stage runs when asked, and by default on volumes (three transformed axes)."""
-    return n_axes == 3 if wiener is None else bool(wiener)
+def _use_wiener(wiener: bool | None) -> bool:
+    """The Wiener stage runs unless ``wiener`` is False: by default, on planes and volumes alike."""
+    return True if wiener is None else bool(wiener)
 
 
 def _wiener_passes(plan: _Plan, n_shifts: int) -> list[tuple[_Plan, int]]:
@@ -89,9 +96,11 @@ def _wiener_passes(plan: _Plan, n_shifts: int) -> list[tuple[_Plan, int]]:
 
     Same padding, levels and layout in the other bases: no tree is needed there.
     """
-    passes = [(replace(plan, wavelet=w), _wiener_shifts(n_shifts, k)) for w, k in _WIENER_PASSES]
-    if len(plan.shape) == 3 and passes[-1][1] < _MIN_LAST_SHIFTS_3D:
-        passes[-1] = (passes[-1][0], _MIN_LAST_SHIFTS_3D)
+    volume = len(plan.shape) == 3
+    passes = [(replace(plan, wavelet=w), _wiener_shifts(n_shifts, k))
+              for w, k in (_WIENER_PASSES if volume else _WIENER_PASSES_2D)]
+    least = _MIN_LAST_SHIFTS_3D if volume else _MIN_LAST_SHIFTS_2D
+    passes[-1] = (passes[-1][0], max(passes[-1][1], least))
     return passes
 
 
@@ -100,9 +109,9 @@ def _tree_shifts(n_shifts: int, wiener: bool) -> int:
     return _pilot_shifts(n_shifts) if wiener else n_shifts
 
 
-def _wiener_reach(levels: int) -> int:
+def _wiener_reach(levels: int, n_axes: int) -> int:
     """How far the Wiener passes reach along an axis of ``levels`` levels (:func:`._transform._overlap` each)."""
-    return sum(_overlap(w, levels) for w, _ in _WIENER_PASSES)
+    return sum(_overlap(w, levels) for w, _ in (_WIENER_PASSES if n_axes == 3 else _WIENER_PASSES_2D))
 
 
 def _wiener_plane(plane: np.ndarray, pilot: np.ndarray, sigma: float, plan: _Plan, n_shifts: int,

@@ -42,7 +42,8 @@ from ._units import prepare, sigma_steps, unit_channels
 # functions carry little of a denoised volume), and the exact reach of the defaults (87 voxels: three levels of
 # db3, then the Wiener passes) would make blocks of ~7x their core and the work with them. Planes have deeper
 # default levels (5 on 512 x 512) whose smooth, wide basis functions do carry the image: 256 covers the exact reach
-# of 5 levels of db3 (187). Tested by the agreement of lazy and in-memory results (test_volume*.py).
+# of 5 levels of db3 (187), though not the Wiener pass after it (125 more, in db2), whose gains a border changes
+# far less than the tree estimate. Tested by the agreement of lazy and in-memory results (test_volume*.py).
 _MAX_OVERLAP = {2: 256, 3: 32}
 
 
@@ -107,7 +108,7 @@ class WaveletTree:
             lam_method, lams = None, tuple(check_per_channel("lam", lam, n_channels))
         strength = check_number("strength", strength, min=0.0)
         return cls(penalty, wavelet, levels, bool(penalize_approx), n_shifts, lam_method, lams, weights, per_level,
-                   _use_wiener(wiener, len(sp_axes)), _seed(rng), strength)
+                   _use_wiener(wiener), _seed(rng), strength)
 
     @property
     def needs_sigma(self) -> bool:
@@ -123,7 +124,7 @@ class WaveletTree:
     def reach(self) -> tuple[int, ...]:
         """The deepest basis functions' reach (and the Wiener passes'), at most :data:`_MAX_OVERLAP`."""
         cap = _MAX_OVERLAP[len(self.levels)]
-        return tuple(min(_overlap(self.wavelet, n) + (_wiener_reach(n) if self.wiener else 0), cap)
+        return tuple(min(_overlap(self.wavelet, n) + (_wiener_reach(n, len(self.levels)) if self.wiener else 0), cap)
                      for n in self.levels)
 
     def plan(self, shape: tuple[int, ...]) -> _Plan:
@@ -138,23 +139,28 @@ class WaveletTree:
                 + _shrink_steps(_tree_shifts(self.n_shifts, self.wiener)) + sum(2 * k for _, k in passes))
 
     def choose(self, unit: np.ndarray, sigma: float, var_map: np.ndarray | None,
-               steps: Steps | None) -> tuple[float, np.ndarray | None]:
-        """Lam of one unit and, by SURE per level, its level weights (None: all 1); SURE's probe afresh."""
+               steps: Steps | None, coeffs: np.ndarray | None = None) -> tuple[float, np.ndarray | None]:
+        """Lam of one unit and, by SURE per level, its level weights (None: all 1); SURE's probe afresh.
+
+        ``coeffs``: the unit's unshifted transform when the caller has it.
+        """
         return _choice_for_plane(unit, sigma, self.penalty, self.lam_method, self.plan(unit.shape),
                                  self.penalize_approx, np.random.default_rng(self.seed), steps, self.per_level,
-                                 var_map)
+                                 var_map, coeffs)
 
     def denoise(self, unit: np.ndarray, sigma: float | None, var_map: np.ndarray | None, steps: Steps,
                 channel: int) -> np.ndarray:
         """Lam (given or chosen), the tree stage, then the Wiener stage when on."""
         plan = self.plan(unit.shape)
+        coeffs = None
         if self.lam_method is None:
             w = None if self.level_weights is None else self.level_weights[channel]
             lam, weights = self.lams[channel], None if w is None else np.array(w)
         else:
-            lam, weights = self.choose(unit, sigma, var_map, steps)
+            coeffs = plan.forward(unit)  # for the choice of lam and the tree stage's unshifted transform
+            lam, weights = self.choose(unit, sigma, var_map, steps, coeffs)
         out = _denoise_plane(unit, lam * self.strength, self.penalty, plan, self.penalize_approx,
-                             _tree_shifts(self.n_shifts, self.wiener), steps, weights, var_map)
+                             _tree_shifts(self.n_shifts, self.wiener), steps, weights, var_map, coeffs)
         for wiener_plan, k in _wiener_passes(plan, self.n_shifts) if self.wiener else []:
             out = _wiener_plane(unit, out, sigma, wiener_plan, k, steps, var_map)
         return out
@@ -328,7 +334,9 @@ def denoise_wavelet_tree(
         otherwise unpenalised roots of the quad-tree).
     cycle_spins : int, default 0
         Average the estimates of this many circular shifts of the image
-        (translation-invariant denoising; 0 or 1 means no shift).
+        (translation-invariant denoising; 0 or 1 means no shift of the tree
+        stage). The Wiener stage (``wiener``) shifts its last pass in any case:
+        4 shifts on planes, 2 on volumes at least.
     channel_axis : int, optional
         Axis of the colour channels. Three channels are denoised in an
         orthonormal opponent colour space (luminance and two colour
@@ -383,11 +391,16 @@ def denoise_wavelet_tree(
         Refine the tree estimate by empirical Wiener filtering: the noisy
         coefficients in another orthonormal basis (with the same levels) are
         scaled by ``p**2 / (p**2 + sigma**2)``, ``p`` the pilot's
-        coefficient. Two passes, each averaged over shifts: in Haar with the
-        tree estimate as pilot (``cycle_spins / 2`` shifts), then in
-        Daubechies 2 with the first pass as pilot (``2 * cycle_spins``
-        shifts); the tree estimate then takes ``cycle_spins / 4`` shifts.
-        Default (None): on for volumes (three ``axes``), off for planes.
+        coefficient, averaged over shifts. On planes, one pass in Daubechies
+        2 with the tree estimate as pilot (``2 * cycle_spins`` shifts, at
+        least 4); on volumes (three ``axes``), two: in Haar with the tree
+        estimate as pilot (``cycle_spins / 2`` shifts), then in Daubechies 2
+        with the first pass as pilot (``2 * cycle_spins`` shifts, at least
+        2). The tree estimate then takes ``cycle_spins / 4`` shifts. It
+        needs ``sigma`` (estimated when None, even with ``lam`` given).
+        Default (None): on. ``False`` gives the tree estimate alone: on
+        planes in half the time, and about 0.9 dB worse on photographs
+        (``benchmarks/bench_denoise.py --part default``).
     rng : int, sequence of int, numpy.random.SeedSequence or numpy.random.Generator, optional
         Seed of the SURE probe, which starts afresh from it on each plane
         and channel (default 0: reproducible results; a Generator gives one
@@ -431,9 +444,9 @@ def denoise_wavelet_tree(
     Any image size works: each plane (volume) is padded symmetrically to a
     multiple of ``2**level`` along each axis, transformed with
     ``mode='periodization'`` (orthonormal then) and cropped back. Cycle
-    spinning shifts along every transformed axis. With ``lam`` given, the result equals
-    transform, :func:`restore.prox`, inverse transform (and ``wiener=False``
-    for volumes).
+    spinning shifts along every transformed axis. With ``lam`` given and
+    ``wiener=False``, the result equals transform, :func:`restore.prox`,
+    inverse transform.
 
     The Wiener stage [4]_ uses the tree estimate as the oracle of each
     coefficient's energy in another basis; the bases err in different
@@ -452,10 +465,10 @@ def denoise_wavelet_tree(
     voxels). ``progress`` is then called from the blocks' threads, one call
     at a time.
 
-    SURE measures the risk on at most about 2**19 coefficients: on larger
-    volumes and images, on a regular subset of whole trees (every second
-    root along the axes with the most roots), which estimates the risk of
-    all of them at a fraction of the cost.
+    SURE measures the risk on at most about 2**19 coefficients of a volume
+    (2**17 of a plane): on larger volumes and images, on a regular subset of
+    whole trees (every second root along the axes with the most roots),
+    which estimates the risk of all of them at a fraction of the cost.
 
     SURE picks ``lam`` within about 0.1 dB of the best possible value on
     natural images (``benchmarks/bench_denoise.py`` measures it). The opponent colour transform is
