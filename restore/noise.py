@@ -211,6 +211,13 @@ class NoiseEstimate:
         One line on how the model was chosen or why the estimate is
         uncertain (empty when there is nothing to say), for logs and
         messages.
+    sigma_max : float or None
+        When the image does not determine the read noise (``"poisson-gaussian"``
+        whose fitted read-noise variance is less than 2 standard errors above
+        0: photon noise outweighs it at every level measured, or the dark
+        places that would show it are clipped), the largest read noise the
+        image allows (image units); ``sigma`` is then only the fit's best
+        value. None when the read noise is determined, or not estimated.
     """
 
     noise: str
@@ -220,6 +227,7 @@ class NoiseEstimate:
     sigma_se: float | None = None
     gain_se: float | None = None
     note: str = ""
+    sigma_max: float | None = None
 
     def variance(self, mean: ArrayLike) -> NDArray[np.float64]:
         """The noise-level function: variance of a pixel of expected value ``mean``.
@@ -251,12 +259,15 @@ class NoiseEstimate:
         -------
         str
             For example ``"Poisson-Gaussian noise: gain 20.1 per photon,
-            read noise sigma 812"`` followed by ``"; "`` and :attr:`note`
-            when there is one.
+            read noise sigma 812"`` (with ``" (not determined by the image:
+            at most 1.2e+03)"`` when it is not, see :attr:`sigma_max`)
+            followed by ``"; "`` and :attr:`note` when there is one.
         """
         if self.noise == "poisson-gaussian":
             text = (f"Poisson-Gaussian noise: gain {(self.gain or 0.0) * scale:.4g} per photon, "
                     f"read noise sigma {self.sigma * scale:.4g}")
+            if self.sigma_max is not None:
+                text += f" (not determined by the image: at most {self.sigma_max * scale:.4g})"
         else:
             text = f"Gaussian noise: sigma {self.sigma * scale:.4g}"
         if self.uncertain and "uncertain" not in self.note:
@@ -337,6 +348,22 @@ def estimate_noise(image: ArrayLike, *, noise: str = "auto",
     both models leave out the places whose window (the local mean's) holds
     a clipped value; when that leaves too few samples, those with up to
     2%, 10%, then 30% of clipped values are kept (the last: uncertain).
+    The places left out at the dark end are the ones that show the read
+    noise: *Poisson-Gaussian* fits it to them under the model clipped
+    there (the share of their values clipped and their mean, given the
+    gain), on the darkest half of them, whose windows hold the least
+    light. When they do not fit that model (for instance zero photons
+    below the clip: a camera offset removed too far) or are too few, the
+    read noise comes from the line alone.
+
+    *Read noise not determined*: when its variance is less than 2
+    standard errors above 0 (photon noise outweighs it at every level
+    measured, or clipping hides the places that would show it),
+    :attr:`NoiseEstimate.sigma_max` bounds it (the line's intercept plus
+    3 standard errors, at most the least variance a point measures; with
+    clipping at the dark end, which bends the line, the points alone) and
+    :meth:`NoiseEstimate.describe` shows that bound; when at least 10% of
+    the values are clipped at the dark end the estimate is then uncertain.
 
     *Choice* (``'auto'``): Poisson-Gaussian when the fitted slope is at
     least 4 standard errors above 0 (the variance grows with the level,
@@ -386,7 +413,7 @@ def estimate_noise(image: ArrayLike, *, noise: str = "auto",
         return None if v is None else v * scale
 
     est = replace(est, sigma=est.sigma * scale, gain=back(est.gain), sigma_se=back(est.sigma_se),
-                  gain_se=back(est.gain_se))
+                  gain_se=back(est.gain_se), sigma_max=back(est.sigma_max))
     if est.uncertain:
         import warnings
 
@@ -477,6 +504,33 @@ _UNCERTAIN = 0.5
 _IRLS_ROUNDS = 6  # reweightings of the line fit (weights from the fitted variance and the residuals)
 _HUBER = 2.0  # standard errors off the line beyond which a point's weight falls (as 2 / its distance)
 _MIN_POINTS = 3  # points of the noise-level function needed to check a line against them (fewer: uncertain)
+# Places clipped at the dark end are modelled (:func:`_censored_read_noise`) while at most this share of their
+# window is clipped: beyond, the few values left tell little
+_CENSORED_MAX = 0.9
+# ... and of those, the share most clipped (the darkest) that the read noise is fitted on: windows of less clipping
+# hold more light, whose photon noise hides the read noise, and more often straddle an edge, where a window mixes
+# levels and the share clipped (not linear in the level) no longer tells its mean level
+_CENSORED_DARKEST = 0.5
+# Share of the values clipped at the dark end from which a read noise not determined makes the estimate uncertain:
+# a tenth of the image is then darker than the clip, and its level and noise there are the read noise's. Fewer
+# clipped values (scattered zeros of a dim background) leave the denoising of the image to the levels measured
+_DARK_UNCERTAIN = 0.1
+# The read noises (photons) the clipped places are fitted over, and the grid's points (geometric, 4% apart)
+_READ_PHOTONS = (0.01, 100.0)
+_READ_GRID = 240
+# The clipped places' fit is rejected (the read noise then not determined by them) when their groups scatter about
+# it this many times as much as sampling explains (in variance): the model does not hold, as when zero photons
+# are not 0 (a camera offset removed too far: such data scatter 40x, the model's 0.4-3x)
+_READ_MISFIT = 10.0
+# Relative standard error the clipped places' read noise has at least, whatever their number: windows that mix
+# levels bias it by a few percent (3-13% on the clipped tests' volumes)
+_READ_MODEL_SE = 0.05
+# The read noise is determined when its variance (the line's intercept) stands this many standard errors above 0;
+# below, the image allows any read noise from 0 to a bound (photon noise outweighs it at every level measured)
+_READ_Z = 2.0
+# ... that bound: the intercept's value plus this many standard errors (3: the intercept comes out low, by about
+# one standard error, where low counts skew the points of the darkest levels), and at most what a point measures
+_READ_BOUND_Z = 3.0
 
 
 def _estimate_noise_unit(planes: np.ndarray, scale: float, clip: tuple[float, float], noise: str,
@@ -486,7 +540,7 @@ def _estimate_noise_unit(planes: np.ndarray, scale: float, clip: tuple[float, fl
     ``clip``: the levels where the planes' values are clipped (-inf, inf
     where they are not), in the planes' units.
     """
-    means, dets, levels, left_out, allowed = _smooth_samples(planes, scale, clip, steps)
+    means, dets, levels, left_out, allowed, cens = _smooth_samples(planes, scale, clip, steps)
     levels = (max(levels[0], clip[0] / scale), min(levels[1], clip[1] / scale))
     clipped = ""
     if left_out >= 0.005:
@@ -503,8 +557,12 @@ def _estimate_noise_unit(planes: np.ndarray, scale: float, clip: tuple[float, fl
             return NoiseEstimate(noise, gauss.sigma, 0.0, True, gauss.sigma_se, None,
                                  _join(f"uncertain: {why}", clipped))
         return replace(gauss, note=_join(f"Gaussian chosen: {why}", gauss.note))
-    fit = _fit_nlf(means, dets, steps)
-    pg = fit.estimate(levels, clipped)
+    points = _nlf_points(means, dets, steps)
+    fit = _fit_points(*points, dets)
+    # the read noise also from the places clipped at the dark end, modelled: they are the ones that show it
+    read = _censored_read_noise(cens, clip[0] / scale, fit.gain) if len(cens) else None
+    dark = float(np.mean(planes == clip[0])) if np.isfinite(clip[0]) else 0.0
+    pg = fit.estimate(levels, clipped, dark=dark, read=read)
     if noise == "poisson-gaussian":
         return pg
     # 'auto'
@@ -576,8 +634,8 @@ def _clip_levels(ends: list, size: int) -> tuple[float, float]:
     return out[0], out[1]
 
 
-def _smooth_samples(planes: np.ndarray, scale: float, clip: tuple[float, float],
-                    steps: _Steps) -> tuple[np.ndarray, np.ndarray, tuple[float, float], float, float]:
+def _smooth_samples(planes: np.ndarray, scale: float, clip: tuple[float, float], steps: _Steps
+                    ) -> tuple[np.ndarray, np.ndarray, tuple[float, float], float, float, np.ndarray]:
     """Local means and finest diagonal details at the smooth, unclipped places of every plane (over ``scale``).
 
     Also the range of the local means of all places (the image's darkest
@@ -586,7 +644,10 @@ def _smooth_samples(planes: np.ndarray, scale: float, clip: tuple[float, float],
     lie on a clipping level of ``clip``, and the share of clipped values a
     window was allowed (the first of :data:`_CLIPPED_SHARES` that leaves
     enough samples: clipping shrinks the variance of places near it, the
-    more the more of their values it takes).
+    more the more of their values it takes). Last, the smooth places left
+    out that way, clipped at the dark end, as rows of their window's share
+    of values clipped there and its mean value (over ``scale``), for
+    :func:`_censored_read_noise`.
     """
     from scipy import ndimage
 
@@ -595,6 +656,7 @@ def _smooth_samples(planes: np.ndarray, scale: float, clip: tuple[float, float],
     means: list[list[np.ndarray]] = [[] for _ in tiers]
     dets: list[list[np.ndarray]] = [[] for _ in tiers]
     left: list[int] = [0 for _ in tiers]
+    censored: list[np.ndarray] = []
     lo, hi = np.inf, -np.inf
     places = 0
     for p in planes:
@@ -611,6 +673,8 @@ def _smooth_samples(planes: np.ndarray, scale: float, clip: tuple[float, float],
             at = (p[:h, :w] == clip[0]) | (p[:h, :w] == clip[1])
             share = ndimage.uniform_filter(at.reshape(h // 2, 2, w // 2, 2).mean(axis=(1, 3), dtype=np.float32),
                                            _MEAN_WINDOW + 2, mode="reflect")
+        if np.isfinite(clip[0]):
+            censored.append(_censored_places(p[:h, :w], scale, clip, m, grad, share))
         places += m.size
         steps()
         for t, tier in enumerate(tiers):
@@ -625,12 +689,117 @@ def _smooth_samples(planes: np.ndarray, scale: float, clip: tuple[float, float],
         steps()
     counts = [sum(x.size for x in tier) for tier in means]
     t = next((t for t, n in enumerate(counts) if n >= min(_MIN_SAMPLES, 0.5 * counts[-1])), len(tiers) - 1)
+    cens = np.concatenate(censored) if censored else np.empty((0, 2))
+    cens = cens[cens[:, 0] > tiers[t] + 1e-6]  # the places the unclipped samples leave out
     if not means[t]:
-        return np.empty(0), np.empty(0), (lo, hi), 1.0, tiers[t]
+        return np.empty(0), np.empty(0), (lo, hi), 1.0, tiers[t], cens
     return (np.concatenate(means[t]), np.concatenate(dets[t]), (lo, hi), left[t] / max(places, 1),
-            tiers[t])
+            tiers[t], cens)
 
 
+def _censored_places(p: np.ndarray, scale: float, clip: tuple[float, float], m: np.ndarray, grad: np.ndarray,
+                     share: np.ndarray) -> np.ndarray:
+    """The smooth places of a plane clipped at its dark end: window statistics of :func:`_smooth_samples`.
+
+    ``p``: the plane (even sides); ``m``, ``grad``: its local mean and that
+    mean's gradient per place; ``share``: the share of clipped values of
+    each place's window (of :data:`_MEAN_WINDOW` + 2 places). Places with
+    values on the bright clipping level too are left out.
+    """
+    from scipy import ndimage
+
+    h, w = p.shape
+
+    def window(v: np.ndarray) -> np.ndarray:  # per place: the window's mean of v over its pixels
+        return ndimage.uniform_filter(v.reshape(h // 2, 2, w // 2, 2).mean(axis=(1, 3)), _MEAN_WINDOW + 2,
+                                      mode="reflect")
+
+    low_share = window((p == clip[0]).astype(np.float64))
+    # (running sums leave residues of about 1e-7 where a window holds nothing)
+    bright = window((p == clip[1]).astype(np.float64)) > 1e-6
+    usable = (share > 1e-6) & ~bright & (low_share <= _CENSORED_MAX)
+    if not usable.any():
+        return np.empty((0, 2))
+    # the smoothest alone, not each level's smoothest as :func:`_smoothest` adds: a window across an edge mixes
+    # levels, and the share clipped, not linear in the level, then no longer tells the window's mean level
+    keep = usable & (grad <= np.quantile(grad[usable], _SMOOTH_QUANTILE))
+    return np.stack([low_share[keep], window(p / scale)[keep]], axis=1)
+
+
+def _censored_read_noise(cens: np.ndarray, clip0: float, gain: float) -> tuple[float, float, float] | None:
+    """The read noise, its standard error and an upper bound that places clipped at ``clip0`` show (or None).
+
+    ``cens``: per smooth place clipped at the dark end, its window's share
+    of clipped values and mean value (as clipped), over ``scale``, as
+    ``clip0`` and ``gain``. The Poisson-Gaussian model clipped at ``c``:
+    ``y = max(gain K + N(0, sigma**2), c)``, ``K`` Poisson of mean ``lam``
+    photons, gives the share clipped ``P(lam) = sum_k Pois(k; lam) Phi(a_k)``
+    and the mean ``M(lam) = sum_k Pois(k; lam) (c Phi(a_k) + gain k
+    (1 - Phi(a_k)) + sigma phi(a_k))``, ``a_k = (c - gain k) / sigma``. Both
+    are first moments: the smooth variation of the image within a window,
+    which a variance of its values would take for noise, averages out.
+    The darkest :data:`_CENSORED_DARKEST` of the places are grouped by
+    share (groups of at least :data:`_MIN_BIN`); for each ``sigma`` of a
+    grid, a group's share gives its ``lam``, and ``M(lam)`` its expected
+    mean. The read noise is the ``sigma`` whose
+    means fit the groups' best (least squares weighted by their sampling
+    variance); its standard error comes from the curvature of that fit,
+    inflated by the groups' scatter as the line fit's is (and at least
+    :data:`_READ_MODEL_SE`), and the bound lies :data:`_READ_BOUND_Z`
+    standard errors above it. None when the groups do not fit the model
+    (:data:`_READ_MISFIT`) or are too few.
+    """
+    from scipy.special import ndtr
+    from scipy.stats import poisson
+
+    if len(cens) < _MIN_BIN or not gain > 0:
+        return None
+    order = np.argsort(cens[:, 0], kind="stable")
+    # the darkest places (most clipped): least light, so the most read noise, and the most uniform windows
+    order = order[int(len(order) * (1.0 - _CENSORED_DARKEST)):]
+    groups = np.array_split(order, max(1, min(_N_BINS, len(order) // _MIN_BIN)))
+    share = np.array([cens[g, 0].mean() for g in groups])
+    mean = np.array([cens[g, 1].mean() for g in groups])
+    count = np.array([4.0 * len(g) for g in groups])  # pixels of the places' own 2 x 2 blocks
+    ok = (share > 0) & (share < 1)
+    share, mean, count = share[ok], mean[ok], count[ok]
+    if share.size < 2:
+        return None
+    u = np.geomspace(*_READ_PHOTONS, _READ_GRID)  # read noise in photons
+    lam_max = 3.0 * u[-1] + 4.0 * np.sqrt(3.0 * u[-1]) + 20.0  # where even the largest read noise clips ~0
+    lam = np.concatenate([[0.0], np.geomspace(1e-3, lam_max, 2 * _READ_GRID)])  # dense: P and M interpolated
+    k = np.arange(int(lam_max + 8.0 * np.sqrt(lam_max) + 10.0), dtype=np.float64)
+    pmf = poisson.pmf(k[None, :], lam[:, None])
+    c = clip0 / gain  # photons
+    cost = np.empty(u.size)
+    for i, sd in enumerate(u):
+        a = (c - k) / sd
+        cdf = ndtr(a)
+        p_clip = pmf @ cdf
+        m = pmf @ (c * cdf + k * (1.0 - cdf) + sd * np.exp(-0.5 * a * a) / np.sqrt(2.0 * np.pi))
+        # P falls with lam: interpolate lam (and so M) at each group's share
+        lam_g = np.interp(share, p_clip[::-1], lam[::-1])
+        m_g = np.interp(lam_g, lam, m)
+        v_g = lam_g + sd * sd  # a pixel's variance (photons**2), about
+        cost[i] = float(np.sum(count * (mean / gain - m_g) ** 2 / v_g))
+    best = int(np.argmin(cost))
+    # the minimum and its curvature in log(sigma), from a parabola through the grid's three points about it
+    j = min(max(best, 1), u.size - 2)
+    x = np.log(u[j - 1:j + 2])
+    curv, slope, _ = np.polyfit(x - x[1], cost[j - 1:j + 2], 2)
+    log_u = x[1] - slope / (2 * curv) if curv > 0 else np.log(u[best])
+    log_u = float(np.clip(log_u, np.log(u[0]), np.log(u[-1])))
+    misfit = float(cost[best]) / max(share.size - 1, 1)  # 1: the groups scatter about the model as sampling says
+    if misfit > _READ_MISFIT:
+        return None
+    scatter = max(misfit, 1.0)
+    se_log = float(np.sqrt(2.0 * scatter / curv)) if curv > 0 else np.inf  # cost rises by 1 per standard error
+    se_log = float(np.hypot(se_log, _READ_MODEL_SE))
+    high = gain * float(np.exp(log_u + _READ_BOUND_Z * se_log))
+    if log_u <= np.log(u[0]) + 1e-9:  # at the grid's floor: a read noise below it, the bound from there
+        return 0.0, high, high
+    sigma = gain * float(np.exp(log_u))
+    return sigma, sigma * se_log, high
 
 
 def _smoothest(m: np.ndarray, grad: np.ndarray, usable: np.ndarray) -> np.ndarray:
@@ -688,6 +857,8 @@ class _LineFit:
     var0: float  # the intercept as fitted (may be < 0)
     cov: np.ndarray  # 2 x 2 covariance of (slope, intercept)
     points: int  # points of the noise-level function fitted
+    # the least variance a point allows (its value plus 2 standard errors): the read noise's is at most that
+    most_var: float = np.inf
 
     def variance(self, m: float) -> float:
         return self.gain * m + self.var0
@@ -706,8 +877,19 @@ class _LineFit:
         lo, hi = max(self.variance(levels[0]), 0.0), max(self.variance(levels[1]), 0.0)
         return float(hi / lo) if lo > 0 else (np.inf if hi > 0 else 1.0)
 
-    def estimate(self, levels: tuple[float, float], clipped: str = "") -> NoiseEstimate:
-        """The Poisson-Gaussian :class:`NoiseEstimate` (uncertain when the line is, in the image's range)."""
+    def estimate(self, levels: tuple[float, float], clipped: str = "", dark: float = 0.0,
+                 read: tuple[float, float, float] | None = None) -> NoiseEstimate:
+        """The Poisson-Gaussian :class:`NoiseEstimate` (uncertain when the line is, in the image's range).
+
+        ``dark``: the share of the image's values clipped at its dark end;
+        ``read``: the read noise, its standard error and upper bound from
+        the places clipped there (:func:`_censored_read_noise`), which
+        replace the line's intercept. A read noise not determined
+        (:data:`_READ_Z`) gets a bound (:attr:`NoiseEstimate.sigma_max`),
+        and when at least :data:`_DARK_UNCERTAIN` of the values are
+        clipped at the dark end, the estimate is uncertain: those places'
+        level and noise are the read noise's.
+        """
         gain_se = float(np.sqrt(max(self.cov[0, 0], 0.0)))
         var0_se = float(np.sqrt(max(self.cov[1, 1], 0.0)))
         if self.gain < 0:  # variance that falls with the mean is no photon noise: gain 0, the mean variance
@@ -719,22 +901,40 @@ class _LineFit:
         # sigma's error from var0's: d sigma = d var0 / (2 sigma), or the square root of var0's error at 0
         sigma_se = var0_se / (2 * sigma) if sigma > np.sqrt(var0_se) else float(np.sqrt(var0_se))
         notes = []
+        sigma_max = None
+        checks = ((levels[0], "darkest"), (levels[1], "brightest"))
+        if read is not None and gain > 0:
+            sigma, sigma_se, high = read
+            var0 = sigma * sigma
+            checks = checks[1:]  # the darkest level's variance is the read noise's, from the clipped places
+            # its variance's relative error is twice its own
+            if not 2.0 * _READ_Z * sigma_se <= sigma:
+                sigma_max = float(min(high, np.sqrt(self.most_var)))
+            notes.append("read noise from the places clipped at the dark end (a clipped Poisson-Gaussian model)")
+        elif self.gain >= 0 and var0_se > 0 and self.var0 < _READ_Z * var0_se:
+            # clipping bends the line's intercept down: the bound from the points measured alone
+            bound = self.most_var if dark > 0 else min(self.most_var,
+                                                           max(var0, 0.0) + _READ_BOUND_Z * var0_se)
+            sigma_max = float(np.sqrt(max(bound, var0, 0.0)))
         if self.points < _MIN_POINTS:
-            notes.append(f"uncertain: only {self.points} levels to fit the noise-level function on")
+            notes.insert(0, f"uncertain: only {self.points} levels to fit the noise-level function on")
+        elif sigma_max is not None and dark >= _DARK_UNCERTAIN:
+            notes.insert(0, "uncertain: the read noise is not determined: the dark places that would show it are "
+                            "clipped, and photon noise outweighs it at the levels left")
         else:
             # variance of a pixel worth one photon: below it, errors in the read noise do not matter
             floor = max(gain * gain, 1e-300)
-            for m, name in ((levels[0], "darkest"), (levels[1], "brightest")):
+            for m, name in checks:
                 v = max(gain * max(m, 0.0) + var0, floor)
                 rel = self.variance_se(m) / v
                 if rel > _UNCERTAIN:
-                    notes.append(f"uncertain: the noise variance at the {name} level is known to +-{100 * rel:.0f}%"
-                                 + (" (read noise)" if name == "darkest" else ""))
+                    notes.insert(0, f"uncertain: the noise variance at the {name} level is known to "
+                                    f"+-{100 * rel:.0f}%" + (" (read noise)" if name == "darkest" else ""))
                     break
         notes.append(clipped)
-        uncertain = bool(notes and notes[0].startswith("uncertain"))
+        uncertain = any(n.startswith("uncertain") for n in notes)
         return NoiseEstimate("poisson-gaussian", sigma, float(gain), uncertain, float(sigma_se), gain_se,
-                             _join(*notes))
+                             _join(*notes), sigma_max)
 
 
 def _nlf_points(means: np.ndarray, dets: np.ndarray,
@@ -796,15 +996,16 @@ def _line(mu: np.ndarray, var: np.ndarray, n: np.ndarray) -> tuple[float, float,
     return float(gain), float(var0), cov
 
 
-def _fit_nlf(means: np.ndarray, dets: np.ndarray, steps: _Steps | None = None) -> _LineFit:
-    """The noise-level function's line through its points (bins of the local mean)."""
-    mu, var, n = _nlf_points(means, dets, steps)
+def _fit_points(mu: np.ndarray, var: np.ndarray, n: np.ndarray, dets: np.ndarray) -> _LineFit:
+    """The noise-level function's line through its points (mean level, variance, count; ``dets``: no point)."""
     if mu.size == 0:
         return _LineFit(0.0, float(_robust_var(dets)), np.zeros((2, 2)), 0)
     if mu.size == 1:
         return _LineFit(0.0, float(var[0]), np.zeros((2, 2)), 1)
     gain, var0, cov = _line(mu, var, n)
-    return _LineFit(gain, var0, cov, int(mu.size))
+    # a sample variance of n values has a relative standard error of sqrt(2 / n)
+    most = float(np.min(var * (1.0 + 2.0 * np.sqrt(2.0 / n))))
+    return _LineFit(gain, var0, cov, int(mu.size), most)
 
 
 def _robust_var(d: np.ndarray) -> float:

@@ -187,6 +187,87 @@ def test_read_noise_that_cannot_be_told_is_flagged_uncertain_with_a_warning(rng)
     assert "uncertain" in est.describe()
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("read", [100.0, 500.0])
+def test_read_noise_that_clipped_data_leave_undetermined_is_flagged_with_a_bound_that_holds(read, seed):
+    """Issue 28: uint16 counts of 500 counts per photon, clipped at 0: the read noise came out 0 as if sure.
+
+    One photon's variance (500**2) dwarfs the read noise's; only the dark
+    places, clipped at 0, would show it. A read noise reported as sure
+    must be right (within 25%); else it is uncertain, with a warning, a
+    note that says so, and an upper bound that holds, shown in the line the
+    CLI and the plugin print. (Seed 0, read noise 100: 0, said to be sure.)
+    """
+    rng = np.random.default_rng(seed)
+    x = fluorescence(rng)
+    gain = 500.0
+    z = gain * rng.poisson(x * 100) + read * rng.standard_normal(x.shape)
+    y = np.clip(np.round(z), 0, 65535).astype(np.uint16)
+    assert np.mean(y == 0) > 0.1  # the case: many values clipped at 0
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        est = estimate_noise(y)
+    assert est.noise == "poisson-gaussian" and est.gain * 65535 == pytest.approx(gain, rel=0.2), est
+    if est.sigma * 65535 == pytest.approx(read, rel=0.25):
+        return
+    assert est.uncertain and any("read noise" in str(w.message) for w in seen), est
+    assert "read noise" in est.note and "clipped" in est.note, est
+    assert est.sigma_max is not None and est.sigma_max * 65535 >= read, est
+    assert f"at most {est.sigma_max * 65535:.4g}" in est.describe(scale=65535), est.describe(scale=65535)
+
+
+def test_the_nuclei_samples_read_noise_is_not_shown_as_a_sure_zero():
+    """The plugin's nuclei sample (peak 10 photons, read noise 0.02): photon noise dominates even its darkest level.
+
+    Its read noise came out 0, shown as "read noise sigma 0" with nothing
+    said. Shown now: an estimate near 0.02, or the bound the image allows
+    (which must hold), the noise-level function itself still right.
+    """
+    sample = pytest.importorskip("restore_napari._sample_data")
+    [(noisy, _, _)] = sample.noisy_nuclei_volume()
+    est = estimate_noise(noisy)
+    assert est.noise == "poisson-gaussian" and est.gain == pytest.approx(0.1, rel=0.15)
+    if est.sigma != pytest.approx(0.02, rel=0.3):
+        assert est.sigma_max is not None and 0.02 <= est.sigma_max < 0.1, est
+        assert f"at most {est.sigma_max:.4g}" in est.describe(), est.describe()
+
+
+def test_read_noise_of_a_dim_background_with_few_clipped_values_is_bounded_not_shown_as_zero():
+    """The CLI tests' nuclei (500 counts per photon, read noise 100, 3% clipped): photon noise everywhere.
+
+    The darkest places hold a photon or two: no level the image shows is
+    dark enough to tell the read noise. Before, "read noise sigma 0" as if
+    sure; now an estimate near 100, or the bound the image allows, which
+    holds, in the line the CLI prints (no warning: few values are clipped).
+    """
+    from restore.evaluate import poisson_gaussian_noise
+
+    clean = np.load(Path(__file__).resolve().parent / "data" / "nuclei_16x64x64.npz")["volume"].astype(np.float64)
+    for seed in (0, 1):
+        photons = poisson_gaussian_noise(clean / clean.max(), peak=20.0, read_noise=0.01, rng=seed)
+        y = np.clip(np.rint(photons * 10000), 0, 65535).astype(np.uint16)
+        est = estimate_noise(y)
+        assert est.noise == "poisson-gaussian"
+        if est.sigma * 65535 != pytest.approx(100, rel=0.25):
+            assert est.sigma_max is not None and est.sigma_max * 65535 >= 100, est
+            assert f"at most {est.sigma_max * 65535:.4g}" in est.describe(scale=65535)
+
+
+def test_an_offset_removed_too_far_is_not_taken_for_read_noise(rng):
+    """Zero photons below the clip (an offset of 300 counts removed too far): the clipped places fit no model.
+
+    The read noise (100) must not be reported as sure: before, 0; a model
+    of the clipping that assumed zero photons at 0 gave 750. Uncertain,
+    with a bound that holds.
+    """
+    x = fluorescence(rng)
+    z = 500.0 * rng.poisson(x * 100) + 100.0 * rng.standard_normal(x.shape) - 300.0
+    y = np.clip(np.round(z), 0, 65535).astype(np.uint16)
+    with pytest.warns(UserWarning, match="read noise"):
+        est = estimate_noise(y)
+    assert est.uncertain and est.sigma_max is not None and est.sigma_max * 65535 >= 100, est
+
+
 @pytest.mark.parametrize("s255", [10, 25])
 def test_gaussian_sigma_of_saturated_uint8_ignores_the_saturated_places(s255, rng):
     """Wide saturated areas (clipped at 0 and 255): sigma from the places the clipping spares, within 10%."""
