@@ -120,9 +120,12 @@ def prox_regular_tree_l2(X, r0, r1, start, shape, parent, shift, weight, inner, 
 def prox_regular_tree_l0(X, r0, r1, start, shape, parent, shift, weight, inner, lams, work, iwork):
     """Prox of ``lam * sum_n w_n [x_g(n) != 0]`` by Donoho's dynamic programme, in place.
 
-    As :func:`restore._core.prox_tree_l0`. ``work`` (float64, (2, >= p)):
-    row 0 the cost of zeroing each subtree, then 1.0 where a node is kept;
-    row 1 the cost of the best pruning below it; ``iwork`` is not used.
+    As :func:`restore._core.prox_tree_l0`. A leaf's choice depends on its
+    own coefficient only (kept when ``t < x**2 / 2``), so leaves store
+    nothing: they add their costs to their parents' bottom-up and are
+    decided again top-down. ``work`` (float64, (2, >= p)): per inner node,
+    row 0 the cost of zeroing its subtree, then 1.0 where it is kept; row 1
+    the cost of the best pruning below it. ``iwork`` is not used.
     """
     n_bands = start.shape[0]
     zero = work[0]
@@ -141,7 +144,8 @@ def prox_regular_tree_l0(X, r0, r1, start, shape, parent, shift, weight, inner, 
             h0, h1, h2 = shape[b, 0], shape[b, 1], shape[b, 2]
             t = lam * weight[b]
             pb = parent[b]
-            leaf = inner[b] == 0
+            if pb < 0 and not inner[b]:
+                continue  # a lone leaf: decided top-down
             ps = start[pb] if pb >= 0 else 0
             p1, p2 = shape[pb, 1], shape[pb, 2]
             s0, s1, s2 = shift[b, 0], shift[b, 1], shift[b, 2]
@@ -149,11 +153,19 @@ def prox_regular_tree_l0(X, r0, r1, start, shape, parent, shift, weight, inner, 
                 for i1 in range(h1):
                     base = s + (i0 * h1 + i1) * h2
                     pbase = ps + ((i0 >> s0) * p1 + (i1 >> s1)) * p2
+                    if not inner[b]:
+                        for i2 in range(h2):
+                            v = x[base + i2]
+                            a = 0.5 * v * v
+                            q = pbase + (i2 >> s2)
+                            zero[q] += a
+                            below[q] += min(t, a)  # t when kept (t < a), else a
+                        continue
                     for i2 in range(h2):
                         c = base + i2
                         v = x[c]
-                        a = 0.5 * v * v if leaf else zero[c] + 0.5 * v * v
-                        k = t if leaf else t + below[c]
+                        a = zero[c] + 0.5 * v * v
+                        k = t + below[c]
                         kept = k < a
                         zero[c] = 1.0 if kept else 0.0
                         if pb >= 0:
@@ -163,6 +175,7 @@ def prox_regular_tree_l0(X, r0, r1, start, shape, parent, shift, weight, inner, 
         for b in range(n_bands):
             s = start[b]
             h0, h1, h2 = shape[b, 0], shape[b, 1], shape[b, 2]
+            t = lam * weight[b]
             pb = parent[b]
             ps = start[pb] if pb >= 0 else 0
             p1, p2 = shape[pb, 1], shape[pb, 2]
@@ -171,6 +184,15 @@ def prox_regular_tree_l0(X, r0, r1, start, shape, parent, shift, weight, inner, 
                 for i1 in range(h1):
                     base = s + (i0 * h1 + i1) * h2
                     pbase = ps + ((i0 >> s0) * p1 + (i1 >> s1)) * p2
+                    if not inner[b]:
+                        for i2 in range(h2):
+                            c = base + i2
+                            v = x[c]
+                            keep = t < 0.5 * v * v
+                            if pb >= 0:
+                                keep = keep & (zero[pbase + (i2 >> s2)] != 0.0)
+                            x[c] = v if keep else 0.0
+                        continue
                     for i2 in range(h2):
                         c = base + i2
                         keep = zero[c]
@@ -387,7 +409,18 @@ def prox_regular_tree_linf(X, r0, r1, start, shape, parent, shift, weight, inner
                         k = 0.0
                         bi = 0
                         reuse = -1
-                        if t > 0.0:
+                        if t > 0.0 and r < 0 and nb > 0:
+                            # buf alone (the parents of leaves): the same steps, by selects
+                            acc = buf[0]
+                            k = 1.0
+                            go = True
+                            for j in range(1, nb):
+                                vb = buf[j]
+                                go = go & (vb * k > acc - t)
+                                acc += vb if go else 0.0
+                                k += 1.0 if go else 0.0
+                            bi = int(k)
+                        elif t > 0.0:
                             while True:
                                 vb = buf[bi] if bi < nb else -1.0
                                 vh = heap[r, _VAL] if r >= 0 else -1.0
@@ -408,6 +441,7 @@ def prox_regular_tree_linf(X, r0, r1, start, shape, parent, shift, weight, inner
                                     if reuse < 0:
                                         reuse = r
                                     r = _pop(r, heap)
+                        if t > 0.0:
                             if k == 0.0:
                                 level[c] = 0.0
                                 continue
@@ -420,22 +454,31 @@ def prox_regular_tree_linf(X, r0, r1, start, shape, parent, shift, weight, inner
                         level[c] = tau
                         if pb < 0:
                             continue
-                        # what is left: buf's rest as a chain below the heap's root
+                        # what is left: buf's rest as a chain (each entry the only child of the one above)
                         chain = -1
                         for j in range(nb - 1, bi - 1, -1):
-                            slot = _push(heap, n_slots, buf[j], 1.0)
+                            heap[n_slots, _VAL] = buf[j]
+                            heap[n_slots, _CNT] = 1.0
+                            heap[n_slots, _CHILD] = chain
+                            heap[n_slots, _SIB] = -1.0
+                            chain = n_slots
                             n_slots += 1
-                            heap[slot, _CHILD] = chain
-                            chain = slot
-                        r = _meld(r, chain, heap)
-                        if k > 0.0:  # the clipped entries, above everything left
+                        if k > 0.0:
+                            # the clipped entries, above everything left: children the chain and the heap
                             if reuse < 0:
                                 reuse = n_slots
                                 n_slots += 1
-                            _push(heap, reuse, tau, k)
-                            if r >= 0:
+                            heap[reuse, _VAL] = tau
+                            heap[reuse, _CNT] = k
+                            heap[reuse, _SIB] = -1.0
+                            if chain >= 0:
+                                heap[reuse, _CHILD] = chain
+                                heap[chain, _SIB] = r
+                            else:
                                 heap[reuse, _CHILD] = r
                             r = reuse
+                        else:
+                            r = _meld(r, chain, heap)
                         q = pbase + (i2 >> s2)
                         level[q] += total
                         root[q] = _meld(root[q], r, heap)
