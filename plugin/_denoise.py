@@ -252,6 +252,8 @@ class NoiseInfo:
                   "gain_estimated": self.gain_estimated, "sigma_estimated": self.sigma_estimated}
         if self.estimate is not None:
             record["noise_estimate"] = self.estimate.describe()
+            if self.sigma_estimated and self.estimate.sigma_max is not None:  # not determined by the image
+                record["read_noise_sigma_max"] = self.estimate.sigma_max
         return record
 
     def text(self) -> str:

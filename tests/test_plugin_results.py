@@ -116,3 +116,25 @@ def test_running_again_on_an_rgb_layer_replaces_its_previous_result(make_napari_
     key = "multiplier" if kind == "denoise" else "n_passes"
     assert first.metadata["restore"]["params"][key] == 3
     assert not errors
+
+
+def test_a_read_noise_the_image_does_not_determine_is_shown_with_its_bound(make_napari_viewer, qtbot, errors):
+    """The nuclei sample (read noise 0.02, photon noise dominant everywhere): not "read noise sigma 0" as if sure.
+
+    Issue 28: the widget's line and the result's record give the bound the
+    image allows, which holds, beside the fit's value.
+    """
+    from restore_napari._sample_data import noisy_nuclei_volume
+
+    [(noisy, kwargs, _)] = noisy_nuclei_volume()
+    viewer = make_napari_viewer()
+    src = viewer.add_image(noisy[:8], **kwargs)
+    widget = dock(viewer, qtbot, "Denoise")
+    widget.image.value = src  # its metadata names its noise model, photon noise: gain and read noise estimated
+    [out] = press(qtbot, viewer, widget, widget.apply_button)
+    assert not errors
+    noise = out.metadata["restore"]["noise"]
+    assert noise["noise"] == "poisson-gaussian"
+    if abs(noise["read_noise_sigma"] - 0.02) > 0.3 * 0.02:
+        assert noise["read_noise_sigma_max"] >= 0.02
+        assert f"at most {noise['read_noise_sigma_max']:.4g}" in widget.info.value
