@@ -101,8 +101,8 @@ _SURE_EVALS = _SURE_GRID + 2 + _SURE_GOLDEN  # risk evaluations (one progress st
 # SURE measures the risk on at most about this many coefficients of a volume: beyond, on a regular subset of whole
 # trees (the risk is a sum over trees, so a subset estimates it), to bound its cost.
 _SURE_MAX_COEFFS = 1 << 19
-# ... of a plane: a 512 x 512 plane's quarter, where SURE would otherwise take a third of the default call's time;
-# the lam it picks there is as good (``benchmarks/bench_denoise.py --part default`` compares the two caps)
+# ... of a plane: a 512 x 512 plane's quarter. SURE on every tree there makes the default call a fifth slower, for
+# the same PSNR (``benchmarks/bench_denoise.py --part default`` compares the two caps).
 _SURE_MAX_COEFFS_2D = 1 << 17
 
 

@@ -59,8 +59,8 @@ def _denoise_plane(plane: np.ndarray, lam: float, penalty: str, plan: _Plan, pen
 # The empirical Wiener stage: passes in other bases than the tree's db3, each taking the previous estimate as its
 # pilot, each with its own number of shifts per cycle spin. Its gain is in translation invariance (more shifts in the
 # last pass), and the tree pilot needs few. Volumes: Haar first, for sharp and thin structures, then db2, smooth
-# ones (``benchmarks/bench_volume.py --part choices``). Planes: db2 alone; a Haar pass before it costs a fifth more
-# and loses on photos, 0.2 dB on the worst (``benchmarks/bench_denoise.py --part default`` prints both).
+# ones (``benchmarks/bench_volume.py --part choices``). Planes: db2 alone; a Haar pass before it costs a sixth more
+# and gains nothing on photos, losing on the worst (``benchmarks/bench_denoise.py --part default`` prints both).
 _WIENER_PASSES = (("haar", 0.5), ("db2", 2.0))  # volumes: (wavelet, shifts per cycle spin)
 _WIENER_PASSES_2D = (("db2", 2.0),)  # planes
 _PILOT_SPINS = 0.25  # shifts of the tree pilot per cycle spin when the Wiener stage follows
@@ -70,9 +70,9 @@ _PILOT_SPINS = 0.25  # shifts of the tree pilot per cycle spin when the Wiener s
 # and odd planes the same treatment (with one shift, a dyadic transform along z favours one parity, and planes
 # alternate in quality: flicker when a stack is viewed plane by plane), for one more transform pair.
 _MIN_LAST_SHIFTS_3D = 2
-# ... on planes: 4 shifts (by one sample along y, x and both) make the default call (no cycle spin) about 1.6 dB
-# better than scikit-image's BayesShrink on average on photos, and better on every one, in at most 0.15 s of CPU
-# at 512 x 512 (3 shifts keep 0.07 dB less, 5 gain 0.07 more: ``benchmarks/bench_denoise.py --part default``)
+# ... on planes: 4 shifts (by one sample along y, x and both) leave a margin on both targets of the default call (no
+# cycle spin): 1.5 dB above scikit-image's BayesShrink on average on photos, and at most 0.15 s of CPU at 512 x 512;
+# 3 come close to the first, 5 to the second (``benchmarks/bench_denoise.py --part default``).
 _MIN_LAST_SHIFTS_2D = 4
 
 
