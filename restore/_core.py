@@ -426,6 +426,28 @@ def all_finite(X):
     return True
 
 
+_EXPONENT = np.uint64(0x7FF0000000000000)  # a float64's exponent bits, all set for inf and NaN
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def copy_finite(src, dst):
+    """Copy the C-contiguous float64 array ``src`` into ``dst`` (same shape); return whether all are finite.
+
+    One pass instead of a copy and a check: the test is on the exponent bits,
+    an integer reduction that vectorises (a float sum would not, without
+    fastmath).
+    """
+    n = src.size
+    a = src.reshape(n)
+    bits = a.view(np.uint64)
+    out = dst.reshape(n)
+    bad = False
+    for j in range(n):
+        out[j] = a[j]
+        bad |= (bits[j] & _EXPONENT) == _EXPONENT
+    return not bad
+
+
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def value_l1(X, out):
     """``out[i] = sum_j |X[i, j]|``."""

@@ -145,8 +145,14 @@ def _as_signals(u: ArrayLike, name: str = "u") -> tuple[np.ndarray, tuple[int, .
     if arr.ndim not in (1, 2):
         raise ValueError(f"{name} must have shape (p,) or (p, n), got {arr.ndim} dimensions {arr.shape}")
     out_dtype = arr.dtype if arr.dtype.kind == "f" else np.dtype(np.float64)
-    X = np.array(arr.T if arr.ndim == 2 else arr[None, :], dtype=np.float64, order="C", copy=True)
-    if not _core.all_finite(X):
+    rows = arr.T if arr.ndim == 2 else arr[None, :]
+    if rows.dtype == np.float64 and rows.flags.c_contiguous:  # one pass: copy and check
+        X = np.empty(rows.shape)
+        finite = _core.copy_finite(rows, X)
+    else:
+        X = np.array(rows, dtype=np.float64, order="C", copy=True)
+        finite = _core.all_finite(X)
+    if not finite:
         raise ValueError(f"{name} contains NaN or infinite values")
     return X, arr.shape, out_dtype
 

@@ -259,3 +259,19 @@ def test_errors():
         prox(u, 1.0, penalty="tree_l2", tree=[-1, 0, 0])
     with pytest.raises(ValueError, match="Invalid penalty"):
         penalty_value(u, penalty="tree-l2", tree=tree)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nan_or_inf_anywhere_is_rejected_whatever_the_layout(order, dtype, bad):
+    tree = Tree.balanced((3, 2))
+    U = np.ones((tree.n_vars, 37), dtype=dtype, order=order)
+    for where in [(0, 0), (tree.n_vars - 1, 36), (4, 17)]:
+        V = U.copy(order=order)
+        V[where] = bad
+        with pytest.raises(ValueError, match="NaN or infinite"):
+            prox(V, 0.5, penalty="tree_l2", tree=tree)
+        with pytest.raises(ValueError, match="NaN or infinite"):
+            prox(V[:, where[1]], 0.5, penalty="tree_l0", tree=tree)
+    np.testing.assert_array_equal(prox(U, 0.0, penalty="tree_l2", tree=tree), U)
