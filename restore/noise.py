@@ -522,6 +522,10 @@ _READ_GRID = 240
 # it this many times as much as sampling explains (in variance): the model does not hold, as when zero photons
 # are not 0 (a camera offset removed too far: such data scatter 40x, the model's 0.4-3x)
 _READ_MISFIT = 10.0
+# ... or when even its darkest group has more photon variance (photons) than this many times the read noise's: the
+# read noise then barely shapes the clipped values, and windows that mix levels decide the fit (a dim background of
+# a photon or two, 500 counts per photon, read noise 100: 320 fitted)
+_READ_DOMINANT = 1.0
 # Relative standard error the clipped places' read noise has at least, whatever their number: windows that mix
 # levels bias it by a few percent (3-13% on the clipped tests' volumes)
 _READ_MODEL_SE = 0.05
@@ -747,7 +751,8 @@ def _censored_read_noise(cens: np.ndarray, clip0: float, gain: float) -> tuple[f
     inflated by the groups' scatter as the line fit's is (and at least
     :data:`_READ_MODEL_SE`), and the bound lies :data:`_READ_BOUND_Z`
     standard errors above it. None when the groups do not fit the model
-    (:data:`_READ_MISFIT`) or are too few.
+    (:data:`_READ_MISFIT`), are too few, or hold too much light for the
+    read noise to show (:data:`_READ_DOMINANT`).
     """
     from scipy.special import ndtr
     from scipy.stats import poisson
@@ -771,7 +776,7 @@ def _censored_read_noise(cens: np.ndarray, clip0: float, gain: float) -> tuple[f
     k = np.arange(int(lam_max + 8.0 * np.sqrt(lam_max) + 10.0), dtype=np.float64)
     pmf = poisson.pmf(k[None, :], lam[:, None])
     c = clip0 / gain  # photons
-    cost = np.empty(u.size)
+    cost, darkest = np.empty(u.size), np.empty(u.size)
     for i, sd in enumerate(u):
         a = (c - k) / sd
         cdf = ndtr(a)
@@ -779,6 +784,7 @@ def _censored_read_noise(cens: np.ndarray, clip0: float, gain: float) -> tuple[f
         m = pmf @ (c * cdf + k * (1.0 - cdf) + sd * np.exp(-0.5 * a * a) / np.sqrt(2.0 * np.pi))
         # P falls with lam: interpolate lam (and so M) at each group's share
         lam_g = np.interp(share, p_clip[::-1], lam[::-1])
+        darkest[i] = lam_g.min()
         m_g = np.interp(lam_g, lam, m)
         v_g = lam_g + sd * sd  # a pixel's variance (photons**2), about
         cost[i] = float(np.sum(count * (mean / gain - m_g) ** 2 / v_g))
@@ -790,7 +796,7 @@ def _censored_read_noise(cens: np.ndarray, clip0: float, gain: float) -> tuple[f
     log_u = x[1] - slope / (2 * curv) if curv > 0 else np.log(u[best])
     log_u = float(np.clip(log_u, np.log(u[0]), np.log(u[-1])))
     misfit = float(cost[best]) / max(share.size - 1, 1)  # 1: the groups scatter about the model as sampling says
-    if misfit > _READ_MISFIT:
+    if misfit > _READ_MISFIT or darkest[best] > _READ_DOMINANT * u[best] ** 2:
         return None
     scatter = max(misfit, 1.0)
     se_log = float(np.sqrt(2.0 * scatter / curv)) if curv > 0 else np.inf  # cost rises by 1 per standard error
