@@ -248,16 +248,6 @@ def _pop(r, heap):
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def _push(heap, slot, value, count):
-    """Fill ``slot`` with a one-entry heap; returns the slot."""
-    heap[slot, _VAL] = value
-    heap[slot, _CNT] = count
-    heap[slot, _CHILD] = -1
-    heap[slot, _SIB] = -1
-    return slot
-
-
-@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def _sort5(raw, out):
     """``out[:5]`` = ``raw[:5]`` in decreasing order, by a sorting network of 9 min/max pairs (no branches)."""
     a0, a1, a2, a3, a4 = raw[0], raw[1], raw[2], raw[3], raw[4]
@@ -362,6 +352,12 @@ def prox_regular_tree_linf(X, r0, r1, start, shape, parent, shift, weight, inner
             ps = start[pb] if pb >= 0 else 0
             p1, p2 = shape[pb, 1], shape[pb, 2]
             s0, s1, s2 = shift[b, 0], shift[b, 1], shift[b, 2]
+            quad = False  # one leaf band below, 2 x 2 leaves a node: the quad-tree's parents of leaves
+            qstart, qg1, qg2, qt = 0, 0, 0, 0.0
+            if leaf_ptr[b + 1] - leaf_ptr[b] == 1:
+                cb = leaf_kids[leaf_ptr[b]]
+                quad = shift[cb, 0] == 0 and shift[cb, 1] == 1 and shift[cb, 2] == 1
+                qstart, qg1, qg2, qt = start[cb], shape[cb, 1], shape[cb, 2], lam * weight[cb]
             for i0 in range(h0):
                 for i1 in range(h1):
                     base = s + (i0 * h1 + i1) * h2
@@ -379,7 +375,27 @@ def prox_regular_tree_linf(X, r0, r1, start, shape, parent, shift, weight, inner
                             r = root[c]
                         else:
                             r = -1
-                        for e in range(leaf_ptr[b], leaf_ptr[b + 1]):
+                        if quad:  # the generic loop below, unrolled
+                            q0 = qstart + (i0 * qg1 + 2 * i1) * qg2 + 2 * i2
+                            v1 = abs(x[q0])
+                            v2 = abs(x[q0 + 1])
+                            v3 = abs(x[q0 + qg2])
+                            v4 = abs(x[q0 + qg2 + 1])
+                            if qt > 0.0:
+                                v1 = max(v1 - qt, 0.0)
+                                v2 = max(v2 - qt, 0.0)
+                                v3 = max(v3 - qt, 0.0)
+                                v4 = max(v4 - qt, 0.0)
+                            raw[1] = v1
+                            raw[2] = v2
+                            raw[3] = v3
+                            raw[4] = v4
+                            total += v1
+                            total += v2
+                            total += v3
+                            total += v4
+                            n_raw = 5
+                        for e in range(leaf_ptr[b], leaf_ptr[b + 1] if not quad else leaf_ptr[b]):
                             cb = leaf_kids[e]
                             tc = lam * weight[cb]
                             c0, c1, c2 = shift[cb, 0], shift[cb, 1], shift[cb, 2]
