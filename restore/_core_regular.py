@@ -276,6 +276,170 @@ def _sort_small(raw, n, out):
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def _linf_rows(x, lam, b, row_lo, row_hi, start, shape, parent, shift, weight, pushed, leaf_ptr, leaf_kids, raw, buf,
+               level, heap, root, n_slots):
+    """The group steps of :func:`prox_regular_tree_linf` on rows ``row_lo .. row_hi - 1`` of inner band ``b``.
+
+    A row is the band's coefficients at one (i0, i1), in flat order. Returns
+    the number of heap slots taken so far.
+    """
+    s = start[b]
+    h1, h2 = shape[b, 1], shape[b, 2]
+    t = lam * weight[b]
+    pb = parent[b]
+    ps = start[pb] if pb >= 0 else 0
+    p1, p2 = shape[pb, 1], shape[pb, 2]
+    s0, s1, s2 = shift[b, 0], shift[b, 1], shift[b, 2]
+    quad = False  # one leaf band below, 2 x 2 leaves a node: the quad-tree's parents of leaves
+    qstart, qg1, qg2, qt = 0, 0, 0, 0.0
+    if leaf_ptr[b + 1] - leaf_ptr[b] == 1:
+        cb = leaf_kids[leaf_ptr[b]]
+        quad = shift[cb, 0] == 0 and shift[cb, 1] == 1 and shift[cb, 2] == 1
+        qstart, qg1, qg2, qt = start[cb], shape[cb, 1], shape[cb, 2], lam * weight[cb]
+    for rr in range(row_lo, row_hi):
+        i0, i1 = rr // h1, rr % h1
+        base = s + (i0 * h1 + i1) * h2
+        pbase = ps + ((i0 >> s0) * p1 + (i1 >> s1)) * p2
+        for i2 in range(h2):
+            c = base + i2
+            # own and leaf children's magnitudes (0 for a vanished leaf) into raw, then into buf
+            # sorted in decreasing order by their ranks: no branch on the data
+            a = abs(x[c])
+            raw[0] = a
+            n_raw = 1
+            total = a
+            if pushed[b]:
+                total += level[c]
+                r = root[c]
+            else:
+                r = -1
+            if quad:  # the generic loop below, unrolled
+                q0 = qstart + (i0 * qg1 + 2 * i1) * qg2 + 2 * i2
+                v1 = abs(x[q0])
+                v2 = abs(x[q0 + 1])
+                v3 = abs(x[q0 + qg2])
+                v4 = abs(x[q0 + qg2 + 1])
+                if qt > 0.0:
+                    v1 = max(v1 - qt, 0.0)
+                    v2 = max(v2 - qt, 0.0)
+                    v3 = max(v3 - qt, 0.0)
+                    v4 = max(v4 - qt, 0.0)
+                raw[1] = v1
+                raw[2] = v2
+                raw[3] = v3
+                raw[4] = v4
+                total += v1
+                total += v2
+                total += v3
+                total += v4
+                n_raw = 5
+            for e in range(leaf_ptr[b], leaf_ptr[b + 1] if not quad else leaf_ptr[b]):
+                cb = leaf_kids[e]
+                tc = lam * weight[cb]
+                c0, c1, c2 = shift[cb, 0], shift[cb, 1], shift[cb, 2]
+                g1, g2 = shape[cb, 1], shape[cb, 2]
+                for d0 in range(i0 << c0, (i0 + 1) << c0):
+                    for d1 in range(i1 << c1, (i1 + 1) << c1):
+                        cbase = start[cb] + (d0 * g1 + d1) * g2
+                        for d2 in range(i2 << c2, (i2 + 1) << c2):
+                            v = abs(x[cbase + d2])
+                            if tc > 0.0:
+                                v = max(v - tc, 0.0)
+                            raw[n_raw] = v
+                            n_raw += 1
+                            total += v
+            if n_raw == 5:  # a quad-tree's node and its four leaves: a sorting network
+                _sort5(raw, buf)
+            else:
+                _sort_small(raw, n_raw, buf)
+            nb = n_raw
+            while nb > 0 and buf[nb - 1] <= 0.0:
+                nb -= 1
+            if t > 0.0 and total <= t:
+                level[c] = 0.0
+                continue  # the group vanishes: nothing goes up
+            # pop from buf and the heap while above the clip level of those popped so far
+            acc = 0.0
+            k = 0.0
+            bi = 0
+            reuse = -1
+            if t > 0.0 and r < 0 and nb > 0:
+                # buf alone (the parents of leaves): the same steps, by selects
+                acc = buf[0]
+                k = 1.0
+                go = True
+                for j in range(1, nb):
+                    vb = buf[j]
+                    go = go & (vb * k > acc - t)
+                    acc += vb if go else 0.0
+                    k += 1.0 if go else 0.0
+                bi = int(k)
+            elif t > 0.0:
+                while True:
+                    vb = buf[bi] if bi < nb else -1.0
+                    vh = heap[r, _VAL] if r >= 0 else -1.0
+                    if vb >= vh:
+                        if vb < 0.0:
+                            break
+                        if k > 0.0 and not vb * k > acc - t:
+                            break
+                        acc += vb
+                        k += 1.0
+                        bi += 1
+                    else:
+                        if k > 0.0 and not vh * k > acc - t:
+                            break
+                        m = heap[r, _CNT]
+                        acc += vh * m
+                        k += m
+                        if reuse < 0:
+                            reuse = r
+                        r = _pop(r, heap)
+            if t > 0.0:
+                if k == 0.0:
+                    level[c] = 0.0
+                    continue
+                tau = (acc - t) / k
+                if tau < 0.0:
+                    tau = 0.0
+                total -= t
+            else:
+                tau = np.inf
+            level[c] = tau
+            if pb < 0:
+                continue
+            # what is left: buf's rest as a chain (each entry the only child of the one above)
+            chain = -1
+            for j in range(nb - 1, bi - 1, -1):
+                heap[n_slots, _VAL] = buf[j]
+                heap[n_slots, _CNT] = 1.0
+                heap[n_slots, _CHILD] = chain
+                heap[n_slots, _SIB] = -1.0
+                chain = n_slots
+                n_slots += 1
+            if k > 0.0:
+                # the clipped entries, above everything left: children the chain and the heap
+                if reuse < 0:
+                    reuse = n_slots
+                    n_slots += 1
+                heap[reuse, _VAL] = tau
+                heap[reuse, _CNT] = k
+                heap[reuse, _SIB] = -1.0
+                if chain >= 0:
+                    heap[reuse, _CHILD] = chain
+                    heap[chain, _SIB] = r
+                else:
+                    heap[reuse, _CHILD] = r
+                r = reuse
+            else:
+                r = _meld(r, chain, heap)
+            q = pbase + (i2 >> s2)
+            level[q] += total
+            root[q] = _meld(root[q], r, heap)
+    return n_slots
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def prox_regular_tree_linf(X, r0, r1, start, shape, parent, shift, weight, inner, lams, work, iwork):
     """Prox of ``lam * sum_n w_n ||x_g(n)||_inf``, in place, O(p log p) per row at worst.
 
@@ -332,6 +496,11 @@ def prox_regular_tree_linf(X, r0, r1, start, shape, parent, shift, weight, inner
             fill[pb] += 1
     buf = np.empty(n_direct.max())
     raw = np.empty(n_direct.max())
+    n_inner_kids = np.zeros(n_bands, dtype=np.int64)
+    for b in range(n_bands):
+        if parent[b] >= 0 and inner[b]:
+            n_inner_kids[parent[b]] += 1
+    done = np.empty(n_bands, dtype=np.int64)  # per band, the last row whose steps are done
     for row in range(r0, r1):
         x = X[row]
         lam = lams[row]
@@ -342,162 +511,37 @@ def prox_regular_tree_linf(X, r0, r1, start, shape, parent, shift, weight, inner
                     level[c] = 0.0
                     root[c] = -1
         n_slots = 0
+        # Band rows in a wavefront: a row of a band as soon as the rows of its child band below it are done, so
+        # that a step finds its children's heap entries still in cache. Chains of bands with one inner child band
+        # each (a wavelet tree's orientations) go first, then the rest (the approximation) coarsest last.
+        done.fill(-1)
+        for b0 in range(n_bands - 1, -1, -1):
+            if not inner[b0] or pushed[b0]:
+                continue  # chains start at the inner bands with no inner band below
+            for rr in range(shape[b0, 0] * shape[b0, 1]):
+                n_slots = _linf_rows(x, lam, b0, rr, rr + 1, start, shape, parent, shift, weight, pushed, leaf_ptr,
+                                     leaf_kids, raw, buf, level, heap, root, n_slots)
+                done[b0] = rr
+                cb = b0
+                b = parent[b0]
+                while b >= 0 and n_inner_kids[b] == 1:
+                    h1 = shape[b, 1]
+                    c1 = shape[cb, 1]
+                    while done[b] + 1 < shape[b, 0] * h1:
+                        j0, j1 = (done[b] + 1) // h1, (done[b] + 1) % h1
+                        last = (((j0 + 1) << shift[cb, 0]) - 1) * c1 + ((j1 + 1) << shift[cb, 1]) - 1
+                        if done[cb] < last:
+                            break
+                        n_slots = _linf_rows(x, lam, b, done[b] + 1, done[b] + 2, start, shape, parent, shift,
+                                             weight, pushed, leaf_ptr, leaf_kids, raw, buf, level, heap, root,
+                                             n_slots)
+                        done[b] += 1
+                    cb = b
+                    b = parent[b]
         for b in range(n_bands - 1, -1, -1):
-            if not inner[b]:
-                continue  # leaves: their parents take them
-            s = start[b]
-            h0, h1, h2 = shape[b, 0], shape[b, 1], shape[b, 2]
-            t = lam * weight[b]
-            pb = parent[b]
-            ps = start[pb] if pb >= 0 else 0
-            p1, p2 = shape[pb, 1], shape[pb, 2]
-            s0, s1, s2 = shift[b, 0], shift[b, 1], shift[b, 2]
-            quad = False  # one leaf band below, 2 x 2 leaves a node: the quad-tree's parents of leaves
-            qstart, qg1, qg2, qt = 0, 0, 0, 0.0
-            if leaf_ptr[b + 1] - leaf_ptr[b] == 1:
-                cb = leaf_kids[leaf_ptr[b]]
-                quad = shift[cb, 0] == 0 and shift[cb, 1] == 1 and shift[cb, 2] == 1
-                qstart, qg1, qg2, qt = start[cb], shape[cb, 1], shape[cb, 2], lam * weight[cb]
-            for i0 in range(h0):
-                for i1 in range(h1):
-                    base = s + (i0 * h1 + i1) * h2
-                    pbase = ps + ((i0 >> s0) * p1 + (i1 >> s1)) * p2
-                    for i2 in range(h2):
-                        c = base + i2
-                        # own and leaf children's magnitudes (0 for a vanished leaf) into raw, then into buf
-                        # sorted in decreasing order by their ranks: no branch on the data
-                        a = abs(x[c])
-                        raw[0] = a
-                        n_raw = 1
-                        total = a
-                        if pushed[b]:
-                            total += level[c]
-                            r = root[c]
-                        else:
-                            r = -1
-                        if quad:  # the generic loop below, unrolled
-                            q0 = qstart + (i0 * qg1 + 2 * i1) * qg2 + 2 * i2
-                            v1 = abs(x[q0])
-                            v2 = abs(x[q0 + 1])
-                            v3 = abs(x[q0 + qg2])
-                            v4 = abs(x[q0 + qg2 + 1])
-                            if qt > 0.0:
-                                v1 = max(v1 - qt, 0.0)
-                                v2 = max(v2 - qt, 0.0)
-                                v3 = max(v3 - qt, 0.0)
-                                v4 = max(v4 - qt, 0.0)
-                            raw[1] = v1
-                            raw[2] = v2
-                            raw[3] = v3
-                            raw[4] = v4
-                            total += v1
-                            total += v2
-                            total += v3
-                            total += v4
-                            n_raw = 5
-                        for e in range(leaf_ptr[b], leaf_ptr[b + 1] if not quad else leaf_ptr[b]):
-                            cb = leaf_kids[e]
-                            tc = lam * weight[cb]
-                            c0, c1, c2 = shift[cb, 0], shift[cb, 1], shift[cb, 2]
-                            g1, g2 = shape[cb, 1], shape[cb, 2]
-                            for d0 in range(i0 << c0, (i0 + 1) << c0):
-                                for d1 in range(i1 << c1, (i1 + 1) << c1):
-                                    cbase = start[cb] + (d0 * g1 + d1) * g2
-                                    for d2 in range(i2 << c2, (i2 + 1) << c2):
-                                        v = abs(x[cbase + d2])
-                                        if tc > 0.0:
-                                            v = max(v - tc, 0.0)
-                                        raw[n_raw] = v
-                                        n_raw += 1
-                                        total += v
-                        if n_raw == 5:  # a quad-tree's node and its four leaves: a sorting network
-                            _sort5(raw, buf)
-                        else:
-                            _sort_small(raw, n_raw, buf)
-                        nb = n_raw
-                        while nb > 0 and buf[nb - 1] <= 0.0:
-                            nb -= 1
-                        if t > 0.0 and total <= t:
-                            level[c] = 0.0
-                            continue  # the group vanishes: nothing goes up
-                        # pop from buf and the heap while above the clip level of those popped so far
-                        acc = 0.0
-                        k = 0.0
-                        bi = 0
-                        reuse = -1
-                        if t > 0.0 and r < 0 and nb > 0:
-                            # buf alone (the parents of leaves): the same steps, by selects
-                            acc = buf[0]
-                            k = 1.0
-                            go = True
-                            for j in range(1, nb):
-                                vb = buf[j]
-                                go = go & (vb * k > acc - t)
-                                acc += vb if go else 0.0
-                                k += 1.0 if go else 0.0
-                            bi = int(k)
-                        elif t > 0.0:
-                            while True:
-                                vb = buf[bi] if bi < nb else -1.0
-                                vh = heap[r, _VAL] if r >= 0 else -1.0
-                                if vb >= vh:
-                                    if vb < 0.0:
-                                        break
-                                    if k > 0.0 and not vb * k > acc - t:
-                                        break
-                                    acc += vb
-                                    k += 1.0
-                                    bi += 1
-                                else:
-                                    if k > 0.0 and not vh * k > acc - t:
-                                        break
-                                    m = heap[r, _CNT]
-                                    acc += vh * m
-                                    k += m
-                                    if reuse < 0:
-                                        reuse = r
-                                    r = _pop(r, heap)
-                        if t > 0.0:
-                            if k == 0.0:
-                                level[c] = 0.0
-                                continue
-                            tau = (acc - t) / k
-                            if tau < 0.0:
-                                tau = 0.0
-                            total -= t
-                        else:
-                            tau = np.inf
-                        level[c] = tau
-                        if pb < 0:
-                            continue
-                        # what is left: buf's rest as a chain (each entry the only child of the one above)
-                        chain = -1
-                        for j in range(nb - 1, bi - 1, -1):
-                            heap[n_slots, _VAL] = buf[j]
-                            heap[n_slots, _CNT] = 1.0
-                            heap[n_slots, _CHILD] = chain
-                            heap[n_slots, _SIB] = -1.0
-                            chain = n_slots
-                            n_slots += 1
-                        if k > 0.0:
-                            # the clipped entries, above everything left: children the chain and the heap
-                            if reuse < 0:
-                                reuse = n_slots
-                                n_slots += 1
-                            heap[reuse, _VAL] = tau
-                            heap[reuse, _CNT] = k
-                            heap[reuse, _SIB] = -1.0
-                            if chain >= 0:
-                                heap[reuse, _CHILD] = chain
-                                heap[chain, _SIB] = r
-                            else:
-                                heap[reuse, _CHILD] = r
-                            r = reuse
-                        else:
-                            r = _meld(r, chain, heap)
-                        q = pbase + (i2 >> s2)
-                        level[q] += total
-                        root[q] = _meld(root[q], r, heap)
+            if inner[b] and done[b] + 1 < shape[b, 0] * shape[b, 1]:
+                n_slots = _linf_rows(x, lam, b, done[b] + 1, shape[b, 0] * shape[b, 1], start, shape, parent, shift,
+                                     weight, pushed, leaf_ptr, leaf_kids, raw, buf, level, heap, root, n_slots)
         for b in range(n_bands):
             s = start[b]
             h0, h1, h2 = shape[b, 0], shape[b, 1], shape[b, 2]
