@@ -101,9 +101,10 @@ _SURE_EVALS = _SURE_GRID + 2 + _SURE_GOLDEN  # risk evaluations (one progress st
 # SURE measures the risk on at most about this many coefficients of a volume: beyond, on a regular subset of whole
 # trees (the risk is a sum over trees, so a subset estimates it), to bound its cost.
 _SURE_MAX_COEFFS = 1 << 19
-# ... of a plane: a 512 x 512 plane's quarter. SURE on every tree there makes the default call a fifth slower, for
-# the same PSNR (``benchmarks/bench_denoise.py --part default`` compares the two caps).
-_SURE_MAX_COEFFS_2D = 1 << 17
+# ... of a plane: a 512 x 512 plane's quarter (and none of a 256 x 256 plane's is left out). SURE on every tree of a
+# 512 x 512 plane makes the default call a third slower, for the same PSNR (``benchmarks/bench_denoise.py --part
+# default`` compares the two).
+_SURE_MAX_COEFFS_2D = 1 << 16
 
 
 def _sure_sample(c: np.ndarray, plan: _Plan, penalize_approx: bool,

@@ -136,10 +136,13 @@ def _wiener_plane(plane: np.ndarray, pilot: np.ndarray, sigma: float, plan: _Pla
         if var_map is not None:
             v = plan.coeff_var(var_map, s)
             gain = np.divide(p, p + v, out=np.ones_like(p), where=p + v > 0)
+        elif s2 > 0:
+            gain = np.divide(p, p + s2, out=p)  # in place: a plane's transforms are most of the stage's time
         else:
-            gain = p / (p + s2) if s2 > 0 else np.ones_like(p)
+            gain = np.ones_like(p)
         gain[: plan.n_approx] = 1.0
-        rec = plan.inverse(c * gain, s)
+        c *= gain
+        rec = plan.inverse(c, s)
         acc = rec if acc is None else acc + rec
         step()
     return acc / len(shifts) if len(shifts) > 1 else acc

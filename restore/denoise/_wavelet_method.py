@@ -466,7 +466,7 @@ def denoise_wavelet_tree(
     at a time.
 
     SURE measures the risk on at most about 2**19 coefficients of a volume
-    (2**17 of a plane): on larger volumes and images, on a regular subset of
+    (2**16 of a plane): on larger volumes and images, on a regular subset of
     whole trees (every second root along the axes with the most roots),
     which estimates the risk of all of them at a fraction of the cost.
 
