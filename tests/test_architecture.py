@@ -15,6 +15,7 @@ RANK = {
     "_progress": 0,
     "_signatures": 0,
     "_validation": 0,
+    "pyramid": 0,  # a result's lower levels (block means); the store code and the plugin use it
     "_core": 1,
     "_core_diffusion": 1,
     "_core_regular": 1,
