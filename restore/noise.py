@@ -575,9 +575,10 @@ def _estimate_noise_unit(planes: np.ndarray, scale: float, clip: tuple[float, fl
                                          "ones) to show whether its noise grows with its level", gauss.note))
     z, ratio = fit.z(), fit.ratio(levels)
     if z >= _Z_PHOTON and ratio >= _RATIO_PHOTON:
-        return replace(pg, note=_join(f"Poisson-Gaussian chosen: the noise variance grows {ratio:.3g}x from the "
-                                      f"darkest level to the brightest (slope {z:.1f} standard errors above 0)",
-                                      pg.note))
+        grows = (f"grows {ratio:.3g}x from the darkest level to the brightest" if np.isfinite(ratio)
+                 else "grows from about 0 at the darkest level")
+        return replace(pg, note=_join(f"Poisson-Gaussian chosen: the noise variance {grows} (slope {z:.1f} standard "
+                                      "errors above 0)", pg.note))
     if z < _Z_PHOTON:
         why = f"the noise variance does not grow clearly with the level (slope {z:.1f} standard errors from 0)"
     else:

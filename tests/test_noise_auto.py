@@ -342,3 +342,14 @@ def test_estimate_describes_itself_and_stays_backwards_compatible(rng):
     pg = estimate_noise(0.02 * rng.poisson(x / 0.02))
     assert "Poisson-Gaussian" in pg.describe() and "gain" in pg.describe()
     assert pg.sigma_se is not None and pg.gain_se is not None
+
+
+@pytest.mark.parametrize("peak", [10, 30])
+def test_the_auto_choice_reads_well_when_the_darkest_level_has_no_noise(peak, rng):
+    """Pure photon noise down to black: the darkest level's fitted variance is 0, and the note says so in words."""
+    yy, xx = np.mgrid[0:256, 0:256] / 256
+    x = 0.5 + 0.5 * np.sin(6 * xx) * np.cos(4 * yy)
+    est = estimate_noise(rng.poisson(x * peak) / peak)
+    assert est.noise == "poisson-gaussian", est
+    assert "inf" not in est.describe(), est.describe()
+    assert "from about 0 at the darkest level" in est.note, est.note
