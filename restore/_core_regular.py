@@ -207,6 +207,9 @@ def prox_regular_tree_l0(X, r0, r1, start, shape, parent, shift, weight, inner, 
 _VAL, _CNT, _CHILD, _SIB = 0, 1, 2, 3
 
 
+_NONE = np.int64(-1)  # no heap slot; an int64, not a literal, so that numba compiles each helper once
+
+
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def _meld(a, b, heap):
     """Pairing-heap meld of the max-heaps rooted at slots ``a`` and ``b`` (-1: empty); returns the root."""
@@ -226,11 +229,11 @@ def _meld(a, b, heap):
 def _pop(r, heap):
     """The heap rooted at ``r`` without its root: the root's children melded in two passes."""
     c = int(heap[r, _CHILD])
-    pairs = -1  # the melded pairs, last pair first, linked through their sibling field
+    pairs = _NONE  # the melded pairs, last pair first, linked through their sibling field
     while c >= 0:
         b = int(heap[c, _SIB])
         if b < 0:
-            nxt = -1
+            nxt = _NONE
             m = c
         else:
             nxt = int(heap[b, _SIB])
@@ -238,7 +241,7 @@ def _pop(r, heap):
         heap[m, _SIB] = pairs
         pairs = m
         c = nxt
-    out = -1
+    out = _NONE
     while pairs >= 0:
         nxt = int(heap[pairs, _SIB])
         heap[pairs, _SIB] = -1
@@ -312,7 +315,7 @@ def _linf_rows(x, lam, b, row_lo, row_hi, start, shape, parent, shift, weight, p
                 total += level[c]
                 r = root[c]
             else:
-                r = -1
+                r = _NONE
             if quad:  # the generic loop below, unrolled
                 q0 = qstart + (i0 * qg1 + 2 * i1) * qg2 + 2 * i2
                 v1 = abs(x[q0])
@@ -362,19 +365,8 @@ def _linf_rows(x, lam, b, row_lo, row_hi, start, shape, parent, shift, weight, p
             acc = 0.0
             k = 0.0
             bi = 0
-            reuse = -1
-            if t > 0.0 and r < 0 and nb > 0:
-                # buf alone (the parents of leaves): the same steps, by selects
-                acc = buf[0]
-                k = 1.0
-                go = True
-                for j in range(1, nb):
-                    vb = buf[j]
-                    go = go & (vb * k > acc - t)
-                    acc += vb if go else 0.0
-                    k += 1.0 if go else 0.0
-                bi = int(k)
-            elif t > 0.0:
+            reuse = _NONE
+            if t > 0.0:
                 while True:
                     vb = buf[bi] if bi < nb else -1.0
                     vh = heap[r, _VAL] if r >= 0 else -1.0
@@ -395,7 +387,6 @@ def _linf_rows(x, lam, b, row_lo, row_hi, start, shape, parent, shift, weight, p
                         if reuse < 0:
                             reuse = r
                         r = _pop(r, heap)
-            if t > 0.0:
                 if k == 0.0:
                     level[c] = 0.0
                     continue
@@ -409,7 +400,7 @@ def _linf_rows(x, lam, b, row_lo, row_hi, start, shape, parent, shift, weight, p
             if pb < 0:
                 continue
             # what is left: buf's rest as a chain (each entry the only child of the one above)
-            chain = -1
+            chain = _NONE
             for j in range(nb - 1, bi - 1, -1):
                 heap[n_slots, _VAL] = buf[j]
                 heap[n_slots, _CNT] = 1.0
@@ -494,8 +485,11 @@ def prox_regular_tree_linf(X, r0, r1, start, shape, parent, shift, weight, inner
         if pb >= 0 and not inner[b]:
             leaf_kids[fill[pb]] = b
             fill[pb] += 1
-    buf = np.empty(n_direct.max())
-    raw = np.empty(n_direct.max())
+    n_buf = 0
+    for b in range(n_bands):
+        n_buf = max(n_buf, n_direct[b])
+    buf = np.empty(n_buf)
+    raw = np.empty(n_buf)
     n_inner_kids = np.zeros(n_bands, dtype=np.int64)
     for b in range(n_bands):
         if parent[b] >= 0 and inner[b]:
@@ -510,11 +504,11 @@ def prox_regular_tree_linf(X, r0, r1, start, shape, parent, shift, weight, inner
                 for c in range(s, s + shape[b, 0] * shape[b, 1] * shape[b, 2]):
                     level[c] = 0.0
                     root[c] = -1
-        n_slots = 0
+        n_slots = _NONE + 1
         # Band rows in a wavefront: a row of a band as soon as the rows of its child band below it are done, so
         # that a step finds its children's heap entries still in cache. Chains of bands with one inner child band
         # each (a wavelet tree's orientations) go first, then the rest (the approximation) coarsest last.
-        done.fill(-1)
+        done[:] = -1
         for b0 in range(n_bands - 1, -1, -1):
             if not inner[b0] or pushed[b0]:
                 continue  # chains start at the inner bands with no inner band below
