@@ -42,7 +42,7 @@ class InpaintParams:
     """Settings of :func:`restore.inpaint` chosen in the widget (defaults: the library's)."""
 
     patch_size: int = field(default_factory=lambda: _library_default("patch_size"))
-    stride: int = field(default_factory=lambda: _library_default("stride"))
+    stride: int | None = field(default_factory=lambda: _library_default("stride"))  # None: the patch size
     n_passes: int = field(default_factory=lambda: _library_default("n_passes"))
 
 
@@ -129,7 +129,8 @@ class InpaintWidget(RestoreWidget):
         defaults = InpaintParams()
         self.patch_size = SpinBox(label="patch size", value=defaults.patch_size, min=4, max=16, name="patch_size",
                                   tooltip="Side of the square patches, in pixels (the dictionary's)")
-        self.stride = SpinBox(label="stride", value=defaults.stride, min=1, max=16, name="stride",
+        stride = defaults.patch_size if defaults.stride is None else defaults.stride  # the library's default
+        self.stride = SpinBox(label="stride", value=stride, min=1, max=16, name="stride",
                               tooltip="Step of each pass's patch grid: a pass codes 1/stride\u00b2 of the patches")
         self.n_passes = SpinBox(label="passes", value=defaults.n_passes, min=1, max=200, name="n_passes",
                                 tooltip="Passes of patch coding; time grows as passes / stride\u00b2")

@@ -74,10 +74,10 @@ class GroupSettings:
     window: int = 21
     stride: int = 8
     step: int = 1
-    n_inner: int = 4
+    n_inner: int = 8
     bands: int = 2
     lams: tuple[float, float] = (0.003, 0.001)
-    n_passes: int = 3
+    n_passes: int = 5
     debias: bool = False
     keep: float = 0.5
 
