@@ -85,12 +85,10 @@ def prox_regular_tree_l2(X, r0, r1, start, shape, parent, shift, weight, inner, 
                         c = base + i2
                         v = x[c]
                         r2 = v * v if leaf else wk[c] + v * v
-                        if t <= 0.0:
-                            sc = 1.0
-                        elif r2 <= t * t:  # no square root for groups that vanish
-                            sc = 0.0
-                        else:
-                            sc = 1.0 - t / np.sqrt(r2)
+                        # by selects, not branches (which groups vanish is data): inf at r2 = 0, replaced
+                        sc = 1.0 - t / np.sqrt(r2)
+                        sc = 0.0 if r2 <= t * t else sc
+                        sc = 1.0 if t <= 0.0 else sc
                         wk[c] = sc
                         if pb >= 0:
                             wk[pbase + (i2 >> s2)] += sc * sc * r2
@@ -105,10 +103,16 @@ def prox_regular_tree_l2(X, r0, r1, start, shape, parent, shift, weight, inner, 
             ps = start[pb]
             p1, p2 = shape[pb, 1], shape[pb, 2]
             s0, s1, s2 = shift[b, 0], shift[b, 1], shift[b, 2]
+            leaf = inner[b] == 0
             for i0 in range(h0):
                 for i1 in range(h1):
                     base = s + (i0 * h1 + i1) * h2
                     pbase = ps + ((i0 >> s0) * p1 + (i1 >> s1)) * p2
+                    if leaf:  # nothing below needs a leaf's product of scalings: not stored
+                        for i2 in range(h2):
+                            c = base + i2
+                            x[c] *= wk[c] * wk[pbase + (i2 >> s2)]
+                        continue
                     for i2 in range(h2):
                         c = base + i2
                         sc = wk[c] * wk[pbase + (i2 >> s2)]
