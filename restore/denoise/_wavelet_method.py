@@ -399,8 +399,8 @@ def denoise_wavelet_tree(
         2). The tree estimate then takes ``cycle_spins / 4`` shifts. It
         needs ``sigma`` (estimated when None, even with ``lam`` given).
         Default (None): on. ``False`` gives the tree estimate alone: on
-        planes in half the time, and about 0.9 dB worse on photographs
-        (``benchmarks/bench_denoise.py --part default``).
+        planes in less than half the time, and about 0.9 dB worse on
+        photographs (``benchmarks/bench_denoise.py --part default``).
     rng : int, sequence of int, numpy.random.SeedSequence or numpy.random.Generator, optional
         Seed of the SURE probe, which starts afresh from it on each plane
         and channel (default 0: reproducible results; a Generator gives one
