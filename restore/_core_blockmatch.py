@@ -13,6 +13,9 @@ from numba import njit
 
 from ._config import JIT
 
+# Candidates of a row whose distances are summed side by side: a multiple of the vector width (8 float32 in AVX2)
+_LANES = 8
+
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def match_one(F, r0, r1, r2, h0, h1, h2, k, idx, dist):
@@ -45,20 +48,28 @@ def match_one(F, r0, r1, r2, h0, h1, h2, k, idx, dist):
     ref = np.empty(d, dtype=F.dtype)
     for c in range(d):
         ref[c] = F[r0, r1, c, r2]
-    row = np.empty(b2 - a2, dtype=F.dtype)
+    # a row's distances are summed side by side over a whole number of _LANES (a plain loop over, say, 21 left a
+    # third of it to a scalar remainder): the row is widened (leftwards at F's end), its extra candidates ignored
+    nq = b2 - a2
+    width = -(-nq // _LANES) * _LANES
+    s2 = min(a2, n2 - width)
+    if s2 < 0:  # F narrower than the widened row
+        s2, width = a2, nq
+    off = a2 - s2
+    row = np.empty(width, dtype=F.dtype)
     for q0 in range(a0, b0):
         for q1 in range(a1, b1):
             cand = F[q0, q1]
-            for q in range(b2 - a2):
+            for q in range(width):
                 row[q] = 0.0
             for c in range(d):
                 rc = ref[c]
-                fc = cand[c, a2:b2]
-                for q in range(b2 - a2):
+                fc = cand[c, s2:s2 + width]
+                for q in range(width):
                     t = fc[q] - rc
                     row[q] += t * t
-            for q in range(b2 - a2):
-                s = np.float64(row[q])
+            for q in range(nq):
+                s = np.float64(row[off + q])
                 q2 = a2 + q
                 if s >= worst or (q0 == r0 and q1 == r1 and q2 == r2):
                     continue

@@ -254,3 +254,16 @@ def stage2_chunk(F, TE, TN, soff, refs, h0, h1, h2, k, sigma2, I0, I1, I2, win, 
             for m in range(k):
                 add_patch(x[m * p:(m + 1) * p], I0, I1, I2, src, t1, t2, dst, win, w, bnum[ch], bden[ch],
                           idx[m, 0] + soff - borg[0], idx[m, 1] - borg[1], idx[m, 2] - borg[2])
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def gather_features(T, sel, F):
+    """Matching features from coefficients: ``F[a, b, j, c] = T[a, b, c, sel[j]]`` (the layout of match_one)."""
+    n0, n1, n2, _ = T.shape
+    d = sel.shape[0]
+    for a in range(n0):
+        for b in range(n1):
+            for j in range(d):
+                s = sel[j]
+                for c in range(n2):
+                    F[a, b, j, c] = T[a, b, c, s]

@@ -192,6 +192,20 @@ def test_a_result_pixel_depends_on_input_within_the_reach_only():
     assert changed.size and changed.min() >= 69 - reach
 
 
+def test_a_volume_depends_across_its_planes_within_the_shallower_window_only():
+    rng = np.random.default_rng(8)
+    y = rng.random((40, 12, 12))
+    settings = NonlocalSettings(window=7, window0=3, k1=8, k2=8)
+    reach = nonlocal_reach(3, settings)
+    assert reach[0] < reach[1] == reach[2]
+    base = nonlocal_denoise(y, None, 0.2, settings=settings)
+    z = y.copy()
+    z[39] += 1.0  # changes in the last plane
+    out = nonlocal_denoise(z, None, 0.2, settings=settings)
+    changed = np.flatnonzero(np.any(out != base, axis=(1, 2)))
+    assert changed.size and changed.min() >= 39 - reach[0]
+
+
 def test_bad_settings_are_refused_with_their_name():
     y = np.zeros((20, 20))
     with pytest.raises(ValueError, match="k1 must be a power of 2"):
@@ -200,6 +214,10 @@ def test_bad_settings_are_refused_with_their_name():
         nonlocal_denoise(y, y[:10], 0.1)
     with pytest.raises(ValueError, match="sigma"):
         nonlocal_denoise(y, y, 0.0)
+    with pytest.raises(ValueError, match="window0 must be odd"):
+        nonlocal_denoise(np.zeros((9, 9, 9)), None, 0.1, settings=NonlocalSettings(window0=4))
+    with pytest.raises(ValueError, match="k2 must not exceed its window's 75 candidates"):
+        nonlocal_denoise(np.zeros((9, 9, 9)), None, 0.1, settings=NonlocalSettings(window=5, window0=3, k1=64, k2=128))
 
 
 def test_one_channel_of_channels_is_the_image_alone():

@@ -121,7 +121,7 @@ def denoise_nonlocal_tree(
     (:func:`restore.prox` on :func:`restore._nonlocal.group_tree`), and the
     patches are put back with weights. A second stage matches on that
     estimate and applies the empirical Wiener filter its groups give (in a
-    DCT; groups of 32 cubes of 5 x 5 x 5 in 3-D). The best picture of the
+    DCT; groups of 16 cubes of 5 x 5 x 5 in 3-D). The best picture of the
     library, at a few times the cost of :func:`denoise_wavelet_tree`.
 
     Parameters
