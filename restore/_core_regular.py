@@ -60,6 +60,10 @@ def prox_regular_tree_l2(X, r0, r1, start, shape, parent, shift, weight, inner, 
     """
     n_bands = start.shape[0]
     wk = work[0]
+    n_row = 1
+    for b in range(n_bands):
+        n_row = max(n_row, shape[b, 2])
+    sq = np.empty(n_row)  # a row's squared norms
     for row in range(r0, r1):
         x = X[row]
         lam = lams[row]
@@ -81,17 +85,26 @@ def prox_regular_tree_l2(X, r0, r1, start, shape, parent, shift, weight, inner, 
                 for i1 in range(h1):
                     base = s + (i0 * h1 + i1) * h2
                     pbase = ps + ((i0 >> s0) * p1 + (i1 >> s1)) * p2
+                    # the scalings of a row in a loop of its own, which vectorises (no scatter to parents), by
+                    # selects (which groups vanish is data): inf at r2 = 0, replaced
+                    if leaf:
+                        for i2 in range(h2):
+                            v = x[base + i2]
+                            sq[i2] = v * v
+                    else:
+                        for i2 in range(h2):
+                            v = x[base + i2]
+                            sq[i2] = wk[base + i2] + v * v
                     for i2 in range(h2):
-                        c = base + i2
-                        v = x[c]
-                        r2 = v * v if leaf else wk[c] + v * v
-                        # by selects, not branches (which groups vanish is data): inf at r2 = 0, replaced
+                        r2 = sq[i2]
                         sc = 1.0 - t / np.sqrt(r2)
                         sc = 0.0 if r2 <= t * t else sc
                         sc = 1.0 if t <= 0.0 else sc
-                        wk[c] = sc
-                        if pb >= 0:
-                            wk[pbase + (i2 >> s2)] += sc * sc * r2
+                        wk[base + i2] = sc
+                    if pb >= 0:
+                        for i2 in range(h2):
+                            sc = wk[base + i2]
+                            wk[pbase + (i2 >> s2)] += sc * sc * sq[i2]
         for b in range(n_bands):
             s = start[b]
             h0, h1, h2 = shape[b, 0], shape[b, 1], shape[b, 2]
