@@ -448,6 +448,56 @@ def _linf_rows(x, lam, b, row_lo, row_hi, start, shape, parent, shift, weight, p
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def _wavefront(shape, parent, shift, inner, pushed):
+    """The order of the inner bands' rows for :func:`prox_regular_tree_linf`: (band, first row, end row) each.
+
+    A row of a band goes as soon as the rows of its child band below it are
+    done, so that a step finds its children's heap entries still in cache.
+    Chains of bands with one inner child band each (a wavelet tree's
+    orientations) go first, then the rest (the approximation), coarsest last.
+    A row is the coefficients at one (i0, i1), in flat order.
+    """
+    n_bands = shape.shape[0]
+    n_inner_kids = np.zeros(n_bands, dtype=np.int64)
+    n_rows = 0
+    for b in range(n_bands):
+        if inner[b]:
+            n_rows += shape[b, 0] * shape[b, 1]
+            if parent[b] >= 0:
+                n_inner_kids[parent[b]] += 1
+    order = np.empty((n_rows, 3), dtype=np.int64)
+    n = 0
+    done = np.full(n_bands, -1, dtype=np.int64)  # per band, the last row placed
+    for b0 in range(n_bands - 1, -1, -1):
+        if not inner[b0] or pushed[b0]:
+            continue  # chains start at the inner bands with no inner band below
+        for rr in range(shape[b0, 0] * shape[b0, 1]):
+            order[n, 0], order[n, 1], order[n, 2] = b0, rr, rr + 1
+            n += 1
+            done[b0] = rr
+            cb = b0
+            b = parent[b0]
+            while b >= 0 and n_inner_kids[b] == 1:
+                h1 = shape[b, 1]
+                c1 = shape[cb, 1]
+                while done[b] + 1 < shape[b, 0] * h1:
+                    j0, j1 = (done[b] + 1) // h1, (done[b] + 1) % h1
+                    last = (((j0 + 1) << shift[cb, 0]) - 1) * c1 + ((j1 + 1) << shift[cb, 1]) - 1
+                    if done[cb] < last:
+                        break
+                    done[b] += 1
+                    order[n, 0], order[n, 1], order[n, 2] = b, done[b], done[b] + 1
+                    n += 1
+                cb = b
+                b = parent[b]
+    for b in range(n_bands - 1, -1, -1):
+        if inner[b] and done[b] + 1 < shape[b, 0] * shape[b, 1]:
+            order[n, 0], order[n, 1], order[n, 2] = b, done[b] + 1, shape[b, 0] * shape[b, 1]
+            n += 1
+    return order[:n]
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def prox_regular_tree_linf(X, r0, r1, start, shape, parent, shift, weight, inner, lams, work, iwork):
     """Prox of ``lam * sum_n w_n ||x_g(n)||_inf``, in place, O(p log p) per row at worst.
 
@@ -507,11 +557,7 @@ def prox_regular_tree_linf(X, r0, r1, start, shape, parent, shift, weight, inner
         n_buf = max(n_buf, n_direct[b])
     buf = np.empty(n_buf)
     raw = np.empty(n_buf)
-    n_inner_kids = np.zeros(n_bands, dtype=np.int64)
-    for b in range(n_bands):
-        if parent[b] >= 0 and inner[b]:
-            n_inner_kids[parent[b]] += 1
-    done = np.empty(n_bands, dtype=np.int64)  # per band, the last row whose steps are done
+    order = _wavefront(shape, parent, shift, inner, pushed)
     for row in range(r0, r1):
         x = X[row]
         lam = lams[row]
@@ -522,37 +568,9 @@ def prox_regular_tree_linf(X, r0, r1, start, shape, parent, shift, weight, inner
                     level[c] = 0.0
                     root[c] = -1
         n_slots = _NONE + 1
-        # Band rows in a wavefront: a row of a band as soon as the rows of its child band below it are done, so
-        # that a step finds its children's heap entries still in cache. Chains of bands with one inner child band
-        # each (a wavelet tree's orientations) go first, then the rest (the approximation) coarsest last.
-        done[:] = -1
-        for b0 in range(n_bands - 1, -1, -1):
-            if not inner[b0] or pushed[b0]:
-                continue  # chains start at the inner bands with no inner band below
-            for rr in range(shape[b0, 0] * shape[b0, 1]):
-                n_slots = _linf_rows(x, lam, b0, rr, rr + 1, start, shape, parent, shift, weight, pushed, leaf_ptr,
-                                     leaf_kids, raw, buf, level, heap, root, n_slots)
-                done[b0] = rr
-                cb = b0
-                b = parent[b0]
-                while b >= 0 and n_inner_kids[b] == 1:
-                    h1 = shape[b, 1]
-                    c1 = shape[cb, 1]
-                    while done[b] + 1 < shape[b, 0] * h1:
-                        j0, j1 = (done[b] + 1) // h1, (done[b] + 1) % h1
-                        last = (((j0 + 1) << shift[cb, 0]) - 1) * c1 + ((j1 + 1) << shift[cb, 1]) - 1
-                        if done[cb] < last:
-                            break
-                        n_slots = _linf_rows(x, lam, b, done[b] + 1, done[b] + 2, start, shape, parent, shift,
-                                             weight, pushed, leaf_ptr, leaf_kids, raw, buf, level, heap, root,
-                                             n_slots)
-                        done[b] += 1
-                    cb = b
-                    b = parent[b]
-        for b in range(n_bands - 1, -1, -1):
-            if inner[b] and done[b] + 1 < shape[b, 0] * shape[b, 1]:
-                n_slots = _linf_rows(x, lam, b, done[b] + 1, shape[b, 0] * shape[b, 1], start, shape, parent, shift,
-                                     weight, pushed, leaf_ptr, leaf_kids, raw, buf, level, heap, root, n_slots)
+        for e in range(order.shape[0]):
+            n_slots = _linf_rows(x, lam, order[e, 0], order[e, 1], order[e, 2], start, shape, parent, shift, weight,
+                                 pushed, leaf_ptr, leaf_kids, raw, buf, level, heap, root, n_slots)
         for b in range(n_bands):
             s = start[b]
             h0, h1, h2 = shape[b, 0], shape[b, 1], shape[b, 2]
