@@ -257,7 +257,9 @@ def prox(
 
     ``tree_l2`` and ``tree_linf`` (Jenatton et al., 2011) compose the proxes
     of the single group terms, every child before its parent; one such pass
-    is exact. ``tree_l2`` costs O(p), ``tree_linf`` O(p * depth) at worst.
+    is exact. ``tree_l2`` costs O(p); ``tree_linf`` O(p log p) on the
+    trees of wavelet transforms (the clip levels from heaps of the subtrees'
+    magnitudes) and O(p * depth) at worst on other trees.
     ``tree_l0`` is solved exactly by Donoho's dynamic programme in O(p),
     exact ties going to zero. With ``positive=True`` the result is the prox
     of ``max(u, 0)`` (Lemma 7 of Jenatton et al.).
