@@ -169,3 +169,26 @@ def test_calls_at_once_share_one_pool_of_threads(noisy):
     for t in runs:
         t.join()
     assert seen[0] <= default_num_threads()
+
+
+def test_the_methods_three_channel_path_shares_groups_and_takes_three_channels_steps(camera):
+    # the driver's seam for colour (NonlocalTree.denoise_channels): the core's shared groups, the steps of 3 channels
+    from restore._nonlocal import nonlocal_denoise
+    from restore._progress import Steps
+    from restore.denoise._layout import check_layout
+    from restore.denoise._nonlocal_method import NonlocalTree
+
+    rng = np.random.default_rng(3)
+    x = camera[:64, :64]
+    units = [x + 0.1 * rng.standard_normal(x.shape), 0.1 * rng.standard_normal(x.shape), x * 0]
+    layout = check_layout((64, 64, 3), np.float64, channel_axis=-1, axes=None)
+    method = NonlocalTree.checked(layout, (64, 64, 3), strength=1.0)
+    n = method.steps((64, 64), False)
+    seen = []
+    steps = Steps(lambda d, t: seen.append(d), 3 * n)
+    out = method.denoise_channels(units, [0.1, 0.1, 0.0], [None] * 3, steps)
+    want = nonlocal_denoise(np.stack(units[:2]), None, 0.1, settings=method.settings, channels=True)
+    np.testing.assert_array_equal(out[0], want[0])
+    np.testing.assert_array_equal(out[1], want[1])
+    np.testing.assert_array_equal(out[2], units[2])  # no noise: as it was
+    assert seen[-1] == 3 * n
