@@ -27,7 +27,7 @@ from .diffusion import edge_weights, fed_cycle, sharpen
 from .grouping import GroupSettings, group_passes, n_group_steps, plan_references
 from .interpolation import bands, biharmonic_fill
 from .masks import MaskCoverage, SuspectMaskWarning, mask_coverage
-from .patches import Coder, luminance, pass_grids, refine_luminance
+from .patches import Coder, luminance, pass_batch, pass_grids, refine_luminance
 
 __all__ = ["MaskCoverage", "SuspectMaskWarning", "default_dictionary", "inpaint", "learn_dictionary",
            "mask_coverage"]
@@ -120,7 +120,8 @@ def inpaint(
     n_train : int, default 8000
         Patches used to learn a dictionary from the image.
     batch_size : int, default 8192
-        Patches coded together by one thread.
+        Patches coded together by one thread, at most (a pass is cut in
+        at least 8 batches when it has 2048 patches or more).
     max_iter : int, default 25
         FISTA iterations per batch.
     n_group_passes : int, default 5
@@ -184,7 +185,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     n_learn = -(-min(job.n_train, n_complete) // _LEARN_BATCH) if adapt else 0
     n_bands = len(bands(*M.shape))
     n_cycles = len(fed_cycle()[1])
-    n_batches = sum(-(-len(r) // job.batch_size) for r, _ in grids)
+    n_batches = sum(-(-len(r) // pass_batch(len(r), job.batch_size)) for r, _ in grids)
     plan = plan_references(M, job.groups, gen)
     n_groups = n_group_steps(plan, M.shape[0], job.groups)
     steps = Steps(progress, n_learn + n_bands * (work.shape[2] + 1) + n_cycles + n_batches + n_groups, start=True)

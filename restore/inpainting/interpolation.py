@@ -12,7 +12,7 @@ __all__ = ["bands", "biharmonic_fill"]
 _CG_TOL = 1e-3
 _CG_ITER_PER_SIDE = 10  # iteration cap of the conjugate gradients, per sqrt(unknowns) (plus _CG_ITER_MIN)
 _CG_ITER_MIN = 100
-_BAND_PX = 4_000_000  # pixels per band of rows: bounds the memory of the interpolation and of the edge weights
+_BAND_PX = 2_000_000  # pixels per band of rows: bounds the memory of the interpolation and of the edge weights
 _BAND_MARGIN = 32  # rows of context above and below each band (px): the interpolant hardly sees farther
 # The start of the conjugate gradients: a Gaussian-weighted average of the known pixels, of the narrowest of these
 # widths (sd, px) whose window holds at least _START_DENSITY of known weight, so that wide holes get a local value.
@@ -37,7 +37,11 @@ def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = 
     for r0, r1, a, b in bands(H, W):
         m = missing[r0:r1]
         if m.any():
-            out[r0:r1][m] = _biharmonic_band(img[a:b], missing[a:b], steps)[r0 - a:r1 - a][m]
+            sub = missing[a:b]
+            core = np.zeros(sub.shape, dtype=bool)
+            core[r0 - a:r1 - a] = True
+            # the band's missing pixels in row-major order, of which those of the core rows are m's
+            out[r0:r1][m] = _biharmonic_band(img[a:b], sub, steps)[core[sub]]
         elif steps is not None:
             steps(n_ch)
     return out
@@ -55,33 +59,38 @@ def _normalized_convolution(img: np.ndarray, missing: np.ndarray) -> np.ndarray:
 
     The narrowest of the widths ``_START_WIDTHS`` whose window holds known
     pixels, so that the centres of wide holes get a local average too.
+    Returns the values of the missing pixels, (n_missing, channels), in
+    row-major order.
     """
     from scipy.ndimage import gaussian_filter
 
-    known = (~missing).astype(np.float64)
-    out = np.empty(img.shape)
-    todo = missing.copy()
+    known = (~missing).astype(np.float32)  # float32 filters: only a start, and half the memory of a band
+    out = np.empty((int(np.count_nonzero(missing)), img.shape[2]))
+    todo = np.ones(len(out), dtype=bool)
     for sigma in _START_WIDTHS:
-        den = gaussian_filter(known, sigma, mode="nearest", truncate=_START_TRUNCATE)
+        den = gaussian_filter(known, sigma, mode="nearest", truncate=_START_TRUNCATE)[missing]
         ok = todo & (den > _START_DENSITY)
         for ch in range(img.shape[2]):
-            num = gaussian_filter(np.where(missing, 0.0, img[..., ch]), sigma, mode="nearest",
-                                  truncate=_START_TRUNCATE)
+            num = gaussian_filter(np.where(missing, np.float32(0), img[..., ch]).astype(np.float32), sigma,
+                                  mode="nearest", truncate=_START_TRUNCATE)[missing]
             out[ok, ch] = num[ok] / den[ok]
         todo &= ~ok
         if not todo.any():
             return out
-    out[todo] = img[~missing].mean(axis=0) if known.any() else 0.0
+    out[todo] = img[~missing].mean(axis=0) if (~missing).any() else 0.0
     return out
 
 
 def _biharmonic_band(img: np.ndarray, missing: np.ndarray, steps: Steps | None = None) -> np.ndarray:
-    """Biharmonic interpolation of one band (see :func:`biharmonic_fill`); float64 result."""
+    """Biharmonic interpolation of one band (see :func:`biharmonic_fill`): its missing pixels (n, channels), float64.
+
+    In row-major order; only the values next to missing pixels are read in float64 (the memory of 16 MP photos).
+    """
     from scipy import sparse
     from scipy.sparse.linalg import cg
 
     h, w, n_ch = img.shape
-    flat = img.reshape(h * w, n_ch).astype(np.float64)
+    flat = img.reshape(h * w, n_ch)  # a view: read at the known neighbours of missing pixels only
     unknown = np.flatnonzero(missing)
     col = np.full(h * w, -1, dtype=np.int64)
     col[unknown] = np.arange(len(unknown))
@@ -102,24 +111,25 @@ def _biharmonic_band(img: np.ndarray, missing: np.ndarray, steps: Steps | None =
         ri.append(kk[u >= 0])
         ci.append(u[u >= 0])
         vals.append(np.full(np.count_nonzero(u >= 0), -1.0))
-        known_part[kk[u < 0]] -= flat[j[u < 0]]
+        known_part[kk[u < 0]] -= flat[j[u < 0]].astype(np.float64)
     j = r * w + c
     u = col[j]
     ri.append(k[u >= 0])
     ci.append(u[u >= 0])
     vals.append(deg[u >= 0])
-    known_part[u < 0] += deg[u < 0, None] * flat[j[u < 0]]
+    known_part[u < 0] += deg[u < 0, None] * flat[j[u < 0]].astype(np.float64)
     L = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(ri), np.concatenate(ci))),
                           shape=(len(r), len(unknown)))
     A = (L.T @ L).tocsr()
     rhs = -(L.T @ known_part)
     jacobi = sparse.diags(1.0 / A.diagonal())
-    start = _normalized_convolution(img, missing).reshape(h * w, n_ch)[unknown]
+    start = _normalized_convolution(img, missing)
+    values = np.empty((len(unknown), n_ch))
     for ch in range(n_ch):
         x, _ = cg(A, rhs[:, ch], x0=start[:, ch], rtol=_CG_TOL, M=jacobi,
                   maxiter=_CG_ITER_PER_SIDE * int(np.sqrt(len(unknown))) + _CG_ITER_MIN,
                   callback=None if steps is None else (lambda _x: steps.tick()))
-        flat[unknown, ch] = x
+        values[:, ch] = x
         if steps is not None:
             steps()
-    return flat.reshape(h, w, n_ch)
+    return values

@@ -16,8 +16,8 @@ from ..coding import _sparse_encode
 from ..learning import TreeDictionaryLearning
 from ..tree import Tree
 
-__all__ = ["Coder", "centre", "complete_patches", "gather", "luminance", "pass_grids", "patch_positions",
-           "refine_luminance", "window_sums"]
+__all__ = ["Coder", "centre", "complete_patches", "gather", "luminance", "pass_batch", "pass_grids",
+           "patch_positions", "refine_luminance", "window_sums"]
 
 log = logging.getLogger("restore.inpainting")
 
@@ -29,6 +29,8 @@ _FLAT_SHARE = 0.05  # training patches whose detail norm is under this share of 
 _WINDOW_SD = 0.25  # sd of the Gaussian weights of a patch's pixels in the average, in patch sides
 _CORE_MARGIN = 1  # patches touching the mask only on this outer rim are not coded (see pass_grids)
 _CODE_TOL = 1e-4  # relative decrease of a patch's objective that ends its coding (FISTA)
+_PASS_PIECES = 8  # a pass is cut into at least this many batches (small passes too: thin text), so every core codes
+_MIN_BATCH = 256  # ... of at least this many patches (below, the per-batch overhead shows)
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,14 @@ def pass_grids(missing: np.ndarray, patch_size: int, stride: int, n_passes: int,
     return grids
 
 
+def pass_batch(n: int, batch_size: int) -> int:
+    """Patches per batch of a pass of ``n`` patches: at most ``batch_size``, in several pieces when it can.
+
+    Independent of the number of threads, so that the result is too.
+    """
+    return max(1, min(batch_size, max(_MIN_BATCH, -(-n // _PASS_PIECES))))
+
+
 def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
                      grids: list[tuple[np.ndarray, np.ndarray]], lams: np.ndarray, batch_size: int, coder: Coder,
                      progress: ProgressCallback | None = None) -> np.ndarray:
@@ -188,7 +198,7 @@ def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
     if not np.shares_memory(lum_flat, lum):
         raise ValueError("lum must be C-contiguous (refined in place)")
     sums_flat, weights_flat = sums.reshape(-1), weights.reshape(-1)
-    n_total = sum(-(-len(r) // batch_size) for r, _ in grids)
+    n_total = sum(-(-len(r) // pass_batch(len(r), batch_size)) for r, _ in grids)
     log.info("coding %d patches in %d passes", sum(len(r) for r, _ in grids), len(lams))
     done = 0
     n_workers = default_num_threads()
@@ -197,13 +207,15 @@ def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
     with single_threaded_blas(), \
             ThreadPoolExecutor(n_workers, thread_name_prefix="restore-inpaint") as pool:
         for lam, (r_pos, c_pos) in zip(lams, grids, strict=True):
-            def code(b, r_pos=r_pos, c_pos=c_pos, lam=lam):
-                sl = slice(b * batch_size, (b + 1) * batch_size)
+            size = pass_batch(len(r_pos), batch_size)
+
+            def code(b, r_pos=r_pos, c_pos=c_pos, lam=lam, size=size):
+                sl = slice(b * size, (b + 1) * size)
                 r, c = r_pos[sl], c_pos[sl]
                 P = gather(lum, r, c, patch_size).astype(np.float64)
                 Z, plane, scale = centre(P)
                 codes, _ = _sparse_encode(Z, D, lam=lam, penalty=coder.penalty, tree=coder.tree,
-                                          max_iter=coder.max_iter, tol=_CODE_TOL, batch_size=batch_size,
+                                          max_iter=coder.max_iter, tol=_CODE_TOL, batch_size=size,
                                           spectrum=coder.spectrum, n_threads=1, fast=True)
                 rec = (codes @ D) * scale[:, None] + plane
                 w_fit = _fit_weights(rec, P, ~gather(missing, r, c, patch_size), floor)
@@ -211,7 +223,7 @@ def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
 
             sums.fill(0)
             weights.fill(0)
-            n_batches = -(-len(r_pos) // batch_size)
+            n_batches = -(-len(r_pos) // size)
             pending = deque(pool.submit(code, b) for b in range(min(n_workers, n_batches)))
             try:
                 for b in range(n_batches):
