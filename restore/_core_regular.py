@@ -55,8 +55,10 @@ def prox_regular_tree_l2(X, r0, r1, start, shape, parent, shift, weight, inner, 
     As :func:`restore._core.prox_tree_l2`: bottom-up (finest band first)
     each coefficient's subtree norm after its children's scalings gives its
     scaling, top-down every coefficient is multiplied by the product of its
-    own and its ancestors' scalings. ``work`` (float64, (1, >= p)): the
-    subtree sums, then the scalings; ``iwork`` is not used.
+    own and its ancestors' scalings. A leaf's own step is applied in place
+    bottom-up (the order in which the composition of the steps applies
+    them), so leaves store nothing. ``work`` (float64, (1, >= p)): per inner
+    node the subtree sums, then the scalings; ``iwork`` is not used.
     """
     n_bands = start.shape[0]
     wk = work[0]
@@ -64,6 +66,7 @@ def prox_regular_tree_l2(X, r0, r1, start, shape, parent, shift, weight, inner, 
     for b in range(n_bands):
         n_row = max(n_row, shape[b, 2])
     sq = np.empty(n_row)  # a row's squared norms
+    scl = np.empty(n_row)  # a row of leaves' scalings
     for row in range(r0, r1):
         x = X[row]
         lam = lams[row]
@@ -95,36 +98,42 @@ def prox_regular_tree_l2(X, r0, r1, start, shape, parent, shift, weight, inner, 
                         for i2 in range(h2):
                             v = x[base + i2]
                             sq[i2] = wk[base + i2] + v * v
+                    # a leaf's own group step is applied here, in place (as the composition of the group
+                    # steps does it): nothing to store for it, and its parents' scalings follow top-down
+                    sc_row = scl if leaf else wk[base:base + h2]
                     for i2 in range(h2):
                         r2 = sq[i2]
                         sc = 1.0 - t / np.sqrt(r2)
                         sc = 0.0 if r2 <= t * t else sc
                         sc = 1.0 if t <= 0.0 else sc
-                        wk[base + i2] = sc
+                        sc_row[i2] = sc
+                    if leaf:
+                        for i2 in range(h2):
+                            x[base + i2] *= scl[i2]
                     if pb >= 0:
                         for i2 in range(h2):
-                            sc = wk[base + i2]
+                            sc = sc_row[i2]
                             wk[pbase + (i2 >> s2)] += sc * sc * sq[i2]
         for b in range(n_bands):
             s = start[b]
             h0, h1, h2 = shape[b, 0], shape[b, 1], shape[b, 2]
             pb = parent[b]
+            leaf = inner[b] == 0
             if pb < 0:
-                for c in range(s, s + h0 * h1 * h2):
-                    x[c] *= wk[c]
+                if not leaf:  # (a leaf root is done)
+                    for c in range(s, s + h0 * h1 * h2):
+                        x[c] *= wk[c]
                 continue
             ps = start[pb]
             p1, p2 = shape[pb, 1], shape[pb, 2]
             s0, s1, s2 = shift[b, 0], shift[b, 1], shift[b, 2]
-            leaf = inner[b] == 0
             for i0 in range(h0):
                 for i1 in range(h1):
                     base = s + (i0 * h1 + i1) * h2
                     pbase = ps + ((i0 >> s0) * p1 + (i1 >> s1)) * p2
-                    if leaf:  # nothing below needs a leaf's product of scalings: not stored
+                    if leaf:  # scaled by its own step already; nothing below needs its scalings
                         for i2 in range(h2):
-                            c = base + i2
-                            x[c] *= wk[c] * wk[pbase + (i2 >> s2)]
+                            x[base + i2] *= wk[pbase + (i2 >> s2)]
                         continue
                     for i2 in range(h2):
                         c = base + i2
