@@ -174,7 +174,12 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     M = job.missing
     if not M.any():
         return job.result(None)
-    work = np.where(M[..., None], 0, job.image) / job.unit  # known values of magnitude 1 to 2; missing ones unread
+    work = np.where(M[..., None], 0, job.image)
+    work /= job.unit  # known values of magnitude 1 to 2; missing ones unread (in place: 16 MP photos)
+    n_ch = work.shape[2]
+    # the non-local passes' lam is in units of the known pixels' peak (the work units' power of two is not
+    # continuous in the scale)
+    peak = float(np.max(np.abs(work)))
     gen = np.random.default_rng(0 if rng is None else rng)
     grids = pass_grids(M, job.patch_size, job.stride, len(job.lams), gen)
     adapt, n_complete = should_adapt(M, job.patch_size) if adapt_default else (False, 0)
@@ -188,7 +193,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     n_batches = sum(-(-len(r) // pass_batch(len(r), job.batch_size)) for r, _ in grids)
     plan = plan_references(M, job.groups, gen)
     n_groups = n_group_steps(plan, M.shape[0], job.groups)
-    steps = Steps(progress, n_learn + n_bands * (work.shape[2] + 1) + n_cycles + n_batches + n_groups, start=True)
+    steps = Steps(progress, n_learn + n_bands * (n_ch + 1) + n_cycles + n_batches + n_groups, start=True)
 
     # 1. the dictionary, adapted to the image when it has enough complete patches (text, scratches)
     t0 = time.perf_counter()
@@ -202,6 +207,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     # 2. the start: the biharmonic interpolant, 3. sharpened at edges by the diffusion
     t0 = time.perf_counter()
     start = biharmonic_fill(work, M, steps)
+    del work  # from here on, the estimate's arrays only (the peak memory of 16 MP photos)
     start, diffused = sharpen(start, M, default_num_threads(), steps.callback(n_cycles))
     t_start = time.perf_counter() - t0
     # 4. where the result leans on the diffusion alone (straight edges)
@@ -215,9 +221,10 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     log.info("interpolated in %.2f s, coded and averaged patches in %.2f s", t_start, time.perf_counter() - t0)
     # 6. weight * (start + the passes' change) + (1 - weight) * the diffusion
     values = start[M]
-    change = (weight * (refined[M] - lum[M]) / np.sqrt(work.shape[2]))[:, None] \
+    change = (weight * (refined[M] - lum[M]) / np.sqrt(n_ch))[:, None] \
         + (1.0 - weight)[:, None] * (diffused - values)
     values = values + change.astype(values.dtype)
+    del lum, refined, weight, diffused, change
     if job.groups.n_passes:
         # 7. non-local passes on the luminance (the unit-norm grey axis); the colour differences keep the result's
         # (coding them on the same groups too measured no better, at twice the time)
@@ -226,12 +233,10 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
         L = luminance(start).astype(np.float64)[None]  # not start in float64: 16 MP x 3 channels
         before = L[0][M]
         n_threads = default_num_threads()
-        # lam in units of the known pixels' peak (the work units' power of two is not continuous in the scale)
-        peak = float(np.max(np.abs(work)))
         settings = replace(job.groups, lams=tuple(lam * peak for lam in job.groups.lams))
         with ThreadPoolExecutor(n_threads, thread_name_prefix="restore-inpaint") as pool:
             group_passes(L, M, settings, plan, pool=pool, n_threads=n_threads, progress=steps)
-        values = values + ((L[0][M] - before) / np.sqrt(work.shape[2]))[:, None].astype(values.dtype)
+        values = values + ((L[0][M] - before) / np.sqrt(n_ch))[:, None].astype(values.dtype)
         log.info("non-local passes in %.2f s", time.perf_counter() - t0)
     return job.result(values)
 

@@ -31,7 +31,7 @@ __all__ = ["GroupSettings", "group_passes", "n_group_steps", "plan_references"]
 
 log = logging.getLogger("restore.inpainting")
 
-_CHUNK_REFS = 128  # reference patches per chunk: one progress step (well under 0.2 s), a few numba calls
+_CHUNK_REFS = 64  # reference patches per chunk: one progress step, a few numba calls; a strip of thin text has 2+
 _STRIP_ROWS = 48  # rows of reference origins per strip: the features of a strip (plus the window) are in memory
 _WINDOW_SD = 0.5  # sd of the Gaussian weights of a patch's pixels in the average, in patch sides
 
