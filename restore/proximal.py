@@ -185,7 +185,7 @@ def _prox_range(penalty: str, tree: Tree | None, lam: float | np.ndarray, n: int
         reg_kernel, reg_rows = _REGULAR_KERNELS[penalty]
         if penalty == "tree_linf":  # heap records: 4 floats for each magnitude and each inner node's clip
             n_vars = regular.n_coeffs
-            n_inner = int(sum(np.prod(regular.shape[b]) for b in np.flatnonzero(regular.inner)))
+            n_inner = int(np.prod(regular.shape, axis=1) @ (regular.inner != 0))
             reg_rows = (1 + -(-4 * (n_vars + n_inner) // n_vars), reg_rows[1])
         return lambda X, r0, r1: _run_regular_kernel(reg_kernel, X, r0, r1, regular, lams, reg_rows)
     (tree_kernel, rows), flat = _TREE_KERNELS[penalty], tree._flat  # noqa: SLF001
