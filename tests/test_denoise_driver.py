@@ -112,3 +112,35 @@ def test_the_wavelet_tree_method_is_one_such_method():
                                  penalize_approx=False, cycle_spins=2, per_level=None, wiener=None, rng=None, axes=None)
     np.testing.assert_array_equal(drive(arr, layout, noise, method, None),
                                   denoise_wavelet_tree(image, sigma=0.1, cycle_spins=2))
+
+
+class Concurrent(Identity):
+    """An identity method that records how many units it denoises at once."""
+
+    def __init__(self):
+        import threading
+
+        super().__init__(n_axes=3, steps_per_unit=1)
+        self.lock, self.running, self.most = threading.Lock(), 0, 0
+
+    def denoise(self, unit, sigma, var_map, steps, channel):
+        import time
+
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        time.sleep(0.2)
+        with self.lock:
+            self.running -= 1
+        return super().denoise(unit, sigma, var_map, steps, channel)
+
+
+@pytest.mark.parametrize("side, at_once", [(112, 1), (24, 2)])
+def test_blocks_run_at_once_as_memory_allows_not_as_many_as_threads(side, at_once):
+    """Blocks of 1.4 M voxels (0.3 GB each at the defaults) run one at a time, on any number of threads; small ones
+    run together."""
+    image = da.zeros((2 * side, side, side), chunks=(side, side, side))
+    method = Concurrent()
+    _run(image, method, sigma=0.1, axes=(0, 1, 2)).compute(scheduler="threads", num_workers=4)
+    assert len(method.seen) >= 2
+    assert (method.most == 1) if at_once == 1 else (method.most >= 2)

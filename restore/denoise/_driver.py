@@ -25,7 +25,10 @@ channel, float64, in white Gaussian noise (:meth:`~._units.UnitMethod.denoise`).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import sys
+import threading
 from typing import Any
 
 import numpy as np
@@ -74,12 +77,98 @@ def drive(image: Any, layout: Layout, noise: NoiseModel, method: UnitMethod,
 
 
 # Cores of the Dask blocks span at least this many overlaps along each axis: the redundant work of a block,
-# (1 + 2 / 4)**3 = 3.4 times its core in 3-D, stays bounded whatever the input's chunks.
+# (1 + 2 / 4)**3 = 3.4 times its core in 3-D, stays bounded whatever the input's chunks (unless memory bounds the
+# core first: :func:`_core_cap`).
 _CORE_PER_OVERLAP = 4
-# ... and at most this many samples along each axis: a block's memory (about 150 bytes a voxel at the volume
-# defaults, so 1.1 GB for a core of 128**3 with overlaps of 32; planes of 1536 x 1536 with their overlaps hold
-# 2.4 M pixels) stays bounded whatever the input's chunks (planes of 2048 x 2048 are common in microscopy stores).
+# ... and at most this many samples along each axis: planes of 2048 x 2048 are common in microscopy stores.
 _MAX_CORE = {2: 1024, 3: 128}
+# Bytes a block holds at its peak per voxel (per sample of a plane) while the method denoises it, by number of
+# transformed axes: the wavelet method at its defaults (the block as float64, its transforms with 8 cycle spins,
+# trees, the Wiener stage), measured with tracemalloc on blocks of 112**3 to 192**3 voxels (190-210 bytes) and planes
+# of 1536 x 1536 (151 bytes) by benchmarks/bench_store_memory.py --block-cost. Cheaper settings cost less: an upper
+# bound for them.
+_BYTES_PER_VOXEL = {2: 160, 3: 210}
+# Bytes of blocks being denoised at once in a process (one block always runs): the 0.75 GB a volume of any size may
+# take from the command line on 2 cores (issue 29), less about 0.3 GB the process holds besides (the interpreter,
+# NumPy, Dask, zarr and the compiled kernels, about 0.2 GB; the inputs read ahead and the results not yet written).
+# It sizes the blocks (a volume's core of 64**3 with its overlaps of 32: 128**3 voxels, 0.42 GB) and bounds how many
+# run at once, whatever the number of cores: blocks of the defaults run one at a time (the prox kernels use every
+# core inside a block), cheap ones several at once.
+BLOCK_MEMORY = 450 << 20
+
+
+def _core_cap(n_axes: int, depth: int, step: int) -> int:
+    """The largest core (a multiple of ``step``) of blocks within :data:`BLOCK_MEMORY` and :data:`_MAX_CORE`.
+
+    A block of ``n_axes`` axes, each its core and an overlap of ``depth``
+    on either side, holds :data:`_BYTES_PER_VOXEL` bytes a voxel.
+    """
+    side = int((BLOCK_MEMORY / _BYTES_PER_VOXEL[n_axes]) ** (1 / n_axes))
+    return max(step, min(_MAX_CORE[n_axes], side - 2 * depth) // step * step)
+
+
+class _Budget:
+    """Bytes of blocks in flight in this process, at most :data:`BLOCK_MEMORY`: a block waits for its share.
+
+    Dask schedules the blocks (its local threads, or a cluster's workers),
+    but bounds them by number (threads), not by memory: a ``distributed``
+    worker pauses at a share of its memory limit, after the blocks that
+    pass it have started. A block takes its bytes here before it is
+    denoised and gives them back after; one larger than the whole takes
+    the whole, so it runs alone.
+    """
+
+    def __init__(self, total: int) -> None:
+        self.total, self.free = total, total
+        self.cond = threading.Condition()
+
+    @contextlib.contextmanager
+    def hold(self, nbytes: int):
+        nbytes = min(int(nbytes), self.total)
+        with self.cond:
+            self.cond.wait_for(lambda: self.free >= nbytes)
+            self.free -= nbytes
+        try:
+            yield
+        finally:
+            with self.cond:
+                self.free += nbytes
+                self.cond.notify_all()
+
+
+_BUDGET = _Budget(BLOCK_MEMORY)
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    """The C library's ``malloc_trim`` (glibc), or None (another C library)."""
+    import ctypes
+    import ctypes.util
+
+    with contextlib.suppress(OSError, AttributeError, TypeError):
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    return None
+
+
+def _give_back() -> None:
+    """Return the memory a finished block freed to the system.
+
+    glibc keeps freed memory in the arena of the thread that freed it, for
+    that thread to reuse: the next block, on another thread, would take as
+    much again, and a run's resident memory would grow to a block per thread.
+    """
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+def _in_budget(voxels: int, n_axes: int):
+    """Hold the bytes of a block of ``voxels`` voxels (of one unit) in this process's :class:`_Budget`.
+
+    Module-level, so that a block sent to a cluster's worker holds that
+    worker's budget (a closure would carry a copy of ours).
+    """
+    return _BUDGET.hold(voxels * _BYTES_PER_VOXEL.get(n_axes, _BYTES_PER_VOXEL[3]))
 
 
 def _block_plan(chunk: int, n: int, grid: int, reach: int, n_axes: int = 3) -> tuple[int, int]:
@@ -90,14 +179,16 @@ def _block_plan(chunk: int, n: int, grid: int, reach: int, n_axes: int = 3) -> t
     block would be decomposed like a shifted copy): both core and overlap
     are multiples of ``grid``. The core is the input's chunk when it spans
     :data:`_CORE_PER_OVERLAP` overlaps to :data:`_MAX_CORE` samples (of
-    ``n_axes``), else the fewest of its chunks merged, or the fewest parts
-    it splits into, that do, so that blocks keep to the chunks of the store
-    they came from; with none, the largest multiple of ``grid`` within
-    :data:`_MAX_CORE`.
+    ``n_axes``) and keeps the block within :data:`BLOCK_MEMORY`
+    (:func:`_core_cap`), else the fewest of its chunks merged, or the fewest
+    parts it splits into, that do, so that blocks keep to the chunks of the
+    store they came from; with none, the largest multiple of ``grid`` within
+    those bounds. Memory comes first: a core may span fewer overlaps.
     """
     step = grid
     depth = min(-(-reach // step) * step, n)
-    low, high = max(step, _CORE_PER_OVERLAP * depth), max(step, _MAX_CORE[n_axes] // step * step)
+    high = _core_cap(n_axes, depth, step)
+    low = min(max(step, _CORE_PER_OVERLAP * depth), high)
     merged = [chunk * m for m in range(1, high // chunk + 1)]
     split = [chunk // k for k in range(2, chunk + 1) if chunk % k == 0]
     fits = [c for c in merged + split if c % step == 0 and low <= c <= high]
@@ -144,7 +235,7 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
         core, depth[a] = _block_plan(sizes[0], int(image.shape[a]), step, reach, n_axes)
         if a in layout.sliced:  # one slice computes the blocks of one chunk (on the grid) and their overlap
             length = int(image.shape[a])
-            core = min(max(step, sizes[0] // step * step), max(step, _MAX_CORE[n_axes] // step * step))
+            core = min(max(step, sizes[0] // step * step), _core_cap(n_axes, depth[a], step))
             # ... or of the whole axis when a chunk's overlaps reach it anyway: the same work for the first slice,
             # none for the others
             sliced[a] = length if core + 2 * depth[a] >= length else core
@@ -158,10 +249,14 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
     dtype = output_dtype(arr.dtype)
 
     def block(b):  # the settings of the whole, whatever the block's size
-        if block_steps is None:
-            return denoise_units(b, layout, noise, method, None, block=True)
-        with block_steps.block() as report:
-            return denoise_units(b, layout, noise, method, report, block=True)
+        with _in_budget(int(np.prod([b.shape[a] for a in sp_axes])), n_axes):
+            try:
+                if block_steps is None:
+                    return denoise_units(b, layout, noise, method, None, block=True)
+                with block_steps.block() as report:
+                    return denoise_units(b, layout, noise, method, report, block=True)
+            finally:
+                _give_back()
 
     def overlapping(x):
         return x.map_overlap(block, depth=depth, boundary="none", dtype=dtype, meta=np.empty((0,) * ndim, dtype))
@@ -197,9 +292,6 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
 # transformed whole, a volume takes about 140 to 200 bytes a voxel (tree, transforms, Wiener stage), 5 to 7 GB here,
 # and a block of the defaults about 1.3 GB whatever the volume.
 _WHOLE_MAX_VOXELS = 1 << 25  # 33.5 M voxels, 128 x 512 x 512
-# Blocks computed at once (each on a thread of its own, its shrinkage on all of them): with one per CPU, a many-core
-# machine's peak would pass the whole volume's
-_BLOCKS_AT_ONCE = 2
 
 
 @call_scope()
@@ -222,7 +314,8 @@ def _denoise_blocks(arr: np.ndarray, layout: Layout, noise: NoiseModel, method: 
     lazy = _denoise_dask(image, layout, noise, method, None, block_steps=steps)
     try:
         steps.start(int(np.prod(lazy.numblocks)))
-        da.store(lazy, out, lock=False, scheduler="threads", num_workers=min(default_num_threads(), _BLOCKS_AT_ONCE))
+        # a thread per core: the blocks in flight are bounded by memory (_Budget), each block's shrinkage on every core
+        da.store(lazy, out, lock=False, scheduler="threads", num_workers=default_num_threads())
     except BaseException:
         first = steps.stop_and_wait()
         if first is None:
