@@ -55,7 +55,6 @@ from typing import Any
 
 import numpy as np
 
-from ._cache import call_scope
 from ._config import default_num_threads
 
 __all__ = ["ClusterError", "ZarrInput", "check_zarr_output", "connect", "is_tiff", "is_zarr", "noise_sample",
@@ -79,13 +78,15 @@ _PYRAMID_TYPE = {"type": "local_mean", "metadata": {
     "description": "each level is the mean of blocks of voxels of the level above (restore denoise)",
     "method": "dask.array.coarsen(numpy.mean)"}}
 _WRITE = "restore-write"  # name of the tasks writing blocks into an output store
-#: Voxels of the central sub-volume the noise is estimated on: bounded memory (128 MB as float64) and far more
-#: smooth samples than the estimators need.
-ESTIMATE_VOXELS = 1 << 24
-#: Voxels of the result computed at a time on local threads (64 MB as float32): its inputs, with a halo of
-#: neighbouring chunks, are all that is read ahead of the work; large enough that re-reading the halo costs
-#: little next to the denoising and that every thread has chunks to work on.
-BATCH_VOXELS = 1 << 24
+#: Voxels of the central sub-volume the noise is estimated on: 32 MB as float64, held while the volume is denoised,
+#: and its estimate's working memory (about 3 times that) before; about a million finest diagonal coefficients,
+#: far more smooth samples than the estimators need.
+ESTIMATE_VOXELS = 1 << 22
+#: Voxels of the result computed at a time on local threads (4 MB as float32), at least a chunk a thread: its inputs,
+#: with their overlaps and a halo of neighbouring chunks, are all that is read ahead of the work (about 70 MB as
+#: float32 with the blocks of the defaults, 64**3 voxels overlapping by 32, while one of them is denoised); re-reading
+#: the halo costs little next to the denoising.
+BATCH_VOXELS = 1 << 20
 #: TIFF stacks of more voxels than this are read and written in blocks, as zarr stores are: in memory the library
 #: holds about 100 bytes per voxel of a volume (its trees), 1.6 GB at this size.
 STREAM_VOXELS = 1 << 24
@@ -816,8 +817,9 @@ def _store(jobs: list[tuple[Any, Any]], scheduler: str | None, progress: bool) -
     if scheduler is not None:
         _compute_distributed(jobs, scheduler, progress)
         return
-    # one library call throughout: the plan of the blocks of one shape is built once, not once per batch
-    with call_scope(), _local_threads(sum(data.npartitions for data, _ in jobs), progress) as fill:
+    # no library call held open around the run: it would keep the newest plan (0.18 GB for a block of the defaults)
+    # while a block of another shape runs with its own; rebuilding a plan costs about 6 % more CPU
+    with _local_threads(sum(data.npartitions for data, _ in jobs), progress) as fill:
         for data, target in jobs:
             fill(data, target)
 
