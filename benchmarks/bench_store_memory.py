@@ -27,6 +27,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _report import load_avg, record_results  # noqa: E402
+
 PLANE = 512  # voxels along y and x
 CHUNKS = (32, 128, 128)  # the store's chunks (a common OME-Zarr chunking)
 SAMPLE_S = 0.02  # seconds between two samples of the process tree's resident memory
@@ -116,7 +120,8 @@ def main() -> None:
     ap.add_argument("--check-planes", type=int, default=0, help="also compare with the library in memory")
     ap.add_argument("--dir", default=None, help="folder of the temporary stores (default: the system's)")
     args = ap.parse_args()
-    print(f"{'store MB':>9} {'shape':>16} {'tree peak MB':>13} {'VmHWM MB':>9} {'wall s':>8} {'CPU s':>8}")
+    print(f"{'store MB':>9} {'shape':>16} {'tree peak MB':>13} {'VmHWM MB':>9} {'wall s':>8} {'CPU s':>8} "
+          f"{'load after':>16}")
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         tmp = Path(tmp)
         for mb in args.mb:
@@ -125,7 +130,7 @@ def main() -> None:
             make_store(src, planes)
             r = run(src, tmp / "out.zarr", args.threads)
             print(f"{mb:>9} {f'{planes}x{PLANE}x{PLANE}':>16} {r['tree peak MB']:>13.0f} {r['VmHWM MB']:>9.0f} "
-                  f"{r['wall s']:>8.1f} {r['CPU s']:>8.1f}", flush=True)
+                  f"{r['wall s']:>8.1f} {r['CPU s']:>8.1f} {load_avg():>16}", flush=True)
             import shutil
 
             shutil.rmtree(src)
@@ -136,4 +141,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with record_results("bench_store_memory"):
+        main()
