@@ -54,7 +54,10 @@ def test_equals_transform_prox_inverse(penalty, shape, wavelet, level, rng):
 
 def test_lam_zero_is_identity_and_shapes_are_exact(rng):
     img = rng.standard_normal((63, 65))
-    np.testing.assert_allclose(denoise_wavelet_tree(img, lam=0.0, wiener=False), img, atol=1e-12)
+    np.testing.assert_allclose(denoise_wavelet_tree(img, lam=0.0), img, atol=1e-12)  # the Wiener stage is skipped
+    np.testing.assert_allclose(denoise_wavelet_tree(img, strength=0.0), img, atol=1e-12)
+    vol = rng.standard_normal((8, 16, 20))
+    np.testing.assert_allclose(denoise_wavelet_tree(vol, lam=0.0, axes=(0, 1, 2)), vol, atol=1e-12)
 
 
 def test_dtypes_and_input_untouched(camera, rng):
