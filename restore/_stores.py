@@ -828,14 +828,19 @@ def _store(jobs: list[tuple[Any, Any]], scheduler: str | None, progress: bool) -
 def _local_threads(chunks: int, progress: bool):
     """Yield ``fill(data, target=None)``: compute ``data`` into ``target`` (or a new array) in batches.
 
-    Dask's local scheduler runs its ready tasks last in, first out: on a
-    whole graph, the cheap reads of the input outrun the denoising, and held
-    input grows with the volume (about +250 MB from 0.25 to 1 GB of
-    float32). Computing :data:`BATCH_VOXELS` of the result at a time bounds
-    it; the overlap of a batch's border chunks is read twice, never computed
-    twice, so the result is the same. (A ``dask.distributed`` scheduler
-    bounds its workers' memory itself: it queues the reads.) One progress
-    bar on stderr counts the ``chunks`` written by all fills.
+    Dask's threads schedule the tasks of a batch, a thread per core; how
+    many blocks are denoised at once is bounded by memory, not by threads,
+    in the denoiser (``restore.denoise._driver.BLOCK_MEMORY``: a block
+    waits for its bytes), wherever its graph runs. The batches stay written
+    by hand because Dask's local scheduler has no bound on what it reads
+    ahead: it runs its ready tasks last in, first out, and on a whole graph
+    the cheap reads of the input outrun the denoising, so held input grows
+    with the volume (about +250 MB from 0.25 to 1 GB of float32).
+    Computing :data:`BATCH_VOXELS` of the result at a time bounds it; the
+    overlap of a batch's border chunks is read twice, never computed twice,
+    so the result is the same. (A ``dask.distributed`` scheduler bounds its
+    workers' memory itself: it queues the reads.) One progress bar on
+    stderr counts the ``chunks`` written by all fills.
     """
     from concurrent.futures import ThreadPoolExecutor
 

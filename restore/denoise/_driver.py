@@ -16,7 +16,8 @@ with the :class:`~._units.UnitMethod` interface, its own settings checked) and r
 - Dask arrays, in overlapping blocks (:func:`dask.array.map_overlap`) that
   keep to the method's :attr:`~._units.UnitMethod.grid` and overlap by its
   :attr:`~._units.UnitMethod.reach`, and volumes too large to transform whole, in the
-  same blocks;
+  same blocks; blocks sized by memory, and as many denoised at once as
+  :data:`BLOCK_MEMORY` holds, whatever the number of cores;
 - progress (:class:`restore._progress.Steps`) and cancellation.
 
 The method sees one unit at a time: a 2-D plane or 3-D volume of one
