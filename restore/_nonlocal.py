@@ -1,4 +1,4 @@
-"""Non-local tree sparsity: one channel of a plane or a volume with white Gaussian noise of known sigma.
+"""Non-local tree sparsity: a plane or a volume (or its channels) with white Gaussian noise of known sigma.
 
 The two stages of BM3D's scheme, with the first one coded on the project's
 tree core:
@@ -31,7 +31,9 @@ thread pool and adds into its own buffer, and buffers are summed in chunk
 order, so the result is the same for any number of threads.
 
 Internally a plane (M, N) is the volume (M, 1, N) with patches (p, 1, p): one
-set of kernels serves both.
+set of kernels serves both. Channels (a colour image's, in the opponent
+colour space) share their groups, matched on the first one only (CBM3D's
+scheme); one channel is the grey case of the same kernels.
 """
 
 from __future__ import annotations
