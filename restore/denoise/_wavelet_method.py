@@ -524,8 +524,9 @@ class PlaneDenoiser:
 
     Internal (used by :mod:`restore.evaluate`), not part of ``restore``'s
     public API. Grey planes of one shape, one wavelet and penalty, the
-    approximation band not penalised, no cycle spinning: the settings of
-    :func:`denoise_wavelet_tree`'s defaults.
+    approximation band not penalised, no cycle spinning: the tree stage of
+    :func:`denoise_wavelet_tree`'s defaults (``wiener=False``), whose lam
+    is the one chosen.
 
     Parameters
     ----------
