@@ -8,7 +8,8 @@ These kernels take the coefficients in :func:`restore.wavelet.band_layout`
 order and a description of the bands (a few numbers each) instead of the
 per-coefficient arrays of :mod:`restore._core`: the same penalties, the same
 group steps in the same order, with no index array and a scratch of one
-(tree-l2) or two (tree-l0) floats per coefficient.
+(tree-l2) or two (tree-l0) floats per coefficient, or (tree-linf) a heap of
+at most one 32-byte entry per coefficient and per inner node.
 
 The bands reach the kernels as flat arrays, one entry per band in flat order
 (approximation first, then coarse to fine, as :func:`band_layout` lists
@@ -526,8 +527,9 @@ def prox_regular_tree_linf(X, r0, r1, start, shape, parent, shift, weight, inner
     its leaf children (a leaf's step is a shrinkage) and its own directly,
     sorted in a small buffer, and leaves the ones below ``tau`` as a sorted
     chain (a heap that pops in O(1)): most nodes of a wavelet tree are
-    leaves or their parents. Heap slots are taken in the order the nodes are
-    processed, so that a step finds its children's entries in nearby memory.
+    leaves or their parents. Band rows go in a wavefront
+    (:func:`_wavefront`) and heap slots are taken in the order the nodes are
+    processed, so that a step finds its children's entries still in cache.
     A top-down pass then applies the clip levels.
 
     ``work`` (float64, (1 + s, >= p) with ``s * p >= 4 * (p + inner nodes)``):
