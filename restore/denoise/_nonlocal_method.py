@@ -75,11 +75,9 @@ class NonlocalTree:
 
         As CBM3D: patches are matched on the first channel (the luminance)
         only, and every channel is shrunk and filtered in the same groups,
-        each with its own sigma; the colour differences, low in signal, are
-        poor guides to their own matches (on the colour photos of
-        ``benchmarks/bench_nonlocal.py --colour``, 0.15 dB better on average
-        than channels apart, in less time). For the driver to call instead
-        of :meth:`denoise` on each channel when there are three (other
+        each with its own sigma: the colour differences, low in signal, are
+        poor guides to their own matches. The driver calls it instead of
+        :meth:`denoise` on each channel when there are three (other
         channels are not a luminance and its colour differences). Takes the
         steps of :meth:`denoise` on each channel. A channel without noise
         comes back as it is; when the first one has none, the others are
@@ -156,7 +154,9 @@ def denoise_nonlocal_tree(
         None.
     channel_axis : int, optional
         Axis of the colour channels; three are denoised in an orthonormal
-        opponent colour space (luminance and two colour differences).
+        opponent colour space (luminance and two colour differences), in
+        groups matched on the luminance and shared by the colour differences
+        (as CBM3D). Other numbers of channels are denoised one by one.
     axes : sequence of int, optional
         The spatial axes, two (default: the last two) or three (a volume).
     strength : float, default 1.0

@@ -18,7 +18,7 @@ import numpy as np
 from .._cache import call_scope
 from .._progress import ProgressCallback, Steps
 from .._validation import check_image, restore_dtype
-from ._layout import Layout, _from_channels, _to_channels
+from ._layout import _OPPONENT, Layout, _from_channels, _to_channels
 from ._noise_model import NoiseModel
 
 
@@ -42,6 +42,11 @@ class UnitMethod(Protocol):
         Per transformed axis: how far (samples) a result sample depends on
         input samples, i.e. the overlap Dask blocks need (the driver rounds
         it up to the grid).
+
+    A method may also define ``denoise_channels(units, sigmas, var_maps,
+    steps)``, the three channels of an opponent colour space (luminance
+    first) denoised together, which the driver then calls instead of
+    :meth:`denoise` on each (same steps, same arguments as lists).
     """
 
     needs_sigma: bool
@@ -126,9 +131,15 @@ def denoise_units(arr: np.ndarray, layout: Layout, noise: NoiseModel, method: Un
     per_channel = method.steps(shape, noise.scaled) + sigma_steps(noise, need_sigma)
     steps = Steps(progress, int(np.prod(lead, dtype=np.int64)) * layout.n_channels * per_channel, start=True)
     out = np.empty(x.shape, dtype=np.float64)
+    opponent = layout.c_axis is not None and layout.n_channels == len(_OPPONENT)
+    joint = getattr(method, "denoise_channels", None) if opponent else None
     for idx in np.ndindex(*lead):
-        den = [method.denoise(data, sigma, var_map, steps, c)
-               for c, data, sigma, var_map in unit_channels(x[idx], layout, noise, steps, need_sigma=need_sigma)]
+        chans = list(unit_channels(x[idx], layout, noise, steps, need_sigma=need_sigma))
+        if joint is not None:
+            _, units, sigmas, var_maps = zip(*chans, strict=True)
+            den = joint(list(units), list(sigmas), list(var_maps), steps)
+        else:
+            den = [method.denoise(data, sigma, var_map, steps, c) for c, data, sigma, var_map in chans]
         out[idx] = _from_channels(den, has_c)
     out = np.transpose(noise.unstabilise(out), np.argsort(layout.order))
     return restore_dtype(out, arr.dtype)
