@@ -1018,7 +1018,8 @@ class DenoiseWidget(RestoreWidget):
         self.cycle_spins = SpinBox(label="shifts averaged", value=_library_default("cycle_spins"), min=0, max=64,
                                    name="cycle_spins",
                                    tooltip="Average the result over this many shifted copies (cycle spinning): "
-                                           "fewer blocky artefacts, proportionally slower")
+                                           "fewer blocky artefacts, proportionally slower. At 0 the final "
+                                           "Wiener stage still averages a few shifts")
         self.preview = CheckBox(text="Preview (the part in view)", value=False, name="preview",
                                 tooltip="Show the result on the part of the current plane in view, updated "
                                         "as you change settings, pan or zoom (volumes: a sub-volume around it)")
