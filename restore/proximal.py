@@ -41,7 +41,7 @@ _TREE_KERNELS = {
 # int scratch space.
 _REGULAR_KERNELS = {
     "tree_l2": (_core_regular.prox_regular_tree_l2, (1, 0)),
-    "tree_linf": (_core_regular.prox_regular_tree_linf, (5, 1)),
+    "tree_linf": (_core_regular.prox_regular_tree_linf, (1, 1)),  # and its heap's rows, sized in _prox_range
     "tree_l0": (_core_regular.prox_regular_tree_l0, (2, 0)),
 }
 _VALUE_KIND = {"tree_l2": 0, "tree_linf": 1, "tree_l0": 2}
@@ -186,7 +186,7 @@ def _prox_range(penalty: str, tree: Tree | None, lam: float | np.ndarray, n: int
         if penalty == "tree_linf":  # heap records: 4 floats for each magnitude and each inner node's clip
             n_vars = regular.n_coeffs
             n_inner = int(np.prod(regular.shape, axis=1) @ (regular.inner != 0))
-            reg_rows = (1 + -(-4 * (n_vars + n_inner) // n_vars), reg_rows[1])
+            reg_rows = (reg_rows[0] + -(-4 * (n_vars + n_inner) // n_vars), reg_rows[1])
         return lambda X, r0, r1: _run_regular_kernel(reg_kernel, X, r0, r1, regular, lams, reg_rows)
     (tree_kernel, rows), flat = _TREE_KERNELS[penalty], tree._flat  # noqa: SLF001
     return lambda X, r0, r1: _run_tree_kernel(tree_kernel, X, r0, r1, flat, lams, rows)
