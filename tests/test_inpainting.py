@@ -121,6 +121,27 @@ def test_interpolant_is_skimage_biharmonic(photo, strokes, rng):
         assert masked_psnr(ours, ref, mask) > 35  # the same interpolant, up to the CG tolerance
 
 
+def test_interpolant_in_bands_is_skimage_biharmonic(rng):
+    # an image of more than one band of rows (2 MP each): holes across the bands' seams too
+    from skimage.restoration import inpaint_biharmonic
+
+    from restore.inpainting.interpolation import bands, biharmonic_fill
+
+    H, W = 1200, 2000
+    assert len(bands(H, W)) > 1
+    y, x = np.mgrid[0:H, 0:W] / 200.0
+    img = np.stack([np.sin(x + c) * np.cos(0.7 * y - c) for c in (0.0, 1.0, 2.0)], axis=-1)
+    mask = np.zeros((H, W), bool)
+    for r0, _, _, _ in bands(H, W):
+        for c0 in range(50, W - 50, 400):
+            mask[max(0, r0 - 6):r0 + 6, c0:c0 + 30] = True  # at each band's first row (and the image's)
+    mask[600:606, 100:1900] = True
+    ref = inpaint_biharmonic(img, mask, channel_axis=-1)
+    ours = biharmonic_fill(img, mask)
+    np.testing.assert_array_equal(ours[~mask], img[~mask])
+    assert masked_psnr(ours, ref, mask) > 35
+
+
 def _edges(n=64):
     """A grey image of two flat regions with a slanted edge, as 3 channels."""
     y, x = np.mgrid[0:n, 0:n]
