@@ -79,33 +79,53 @@ def drive(image: Any, layout: Layout, noise: NoiseModel, method: UnitMethod,
 
 # Cores of the Dask blocks span at least this many overlaps along each axis: the redundant work of a block,
 # (1 + 2 / 4)**3 = 3.4 times its core in 3-D, stays bounded whatever the input's chunks (unless memory bounds the
-# core first: :func:`_core_cap`).
+# block first: :func:`_fit_memory`).
 _CORE_PER_OVERLAP = 4
 # ... and at most this many samples along each axis: planes of 2048 x 2048 are common in microscopy stores.
 _MAX_CORE = {2: 1024, 3: 128}
-# Bytes a block holds at its peak per voxel (per sample of a plane) while the method denoises it, by number of
-# transformed axes: the wavelet method at its defaults (the block as float64, its transforms with 8 cycle spins,
-# trees, the Wiener stage), measured with tracemalloc on blocks of 112**3 to 192**3 voxels (190-210 bytes) and planes
-# of 1536 x 1536 (151 bytes) by benchmarks/bench_store_memory.py --block-cost. Cheaper settings cost less: an upper
-# bound for them.
-_BYTES_PER_VOXEL = {2: 160, 3: 210}
+# Bytes a process holds per voxel of the block it denoises (per sample of a plane), by number of transformed axes:
+# the wavelet method at its defaults. In a volume's block, about 200 bytes at the peak of the method itself (the
+# block as float64, its transforms with 8 cycle spins, the tree built for them, the Wiener stage: tracemalloc on
+# blocks of 112**3 to 192**3 voxels), and about 300 in the command line's process while it also reads ahead, writes
+# and keeps freed memory in its allocator (VmHWM less the process's 0.2 GB at rest, with blocks of 128**3 voxels,
+# benchmarks/bench_store_memory.py). Planes: 151 bytes at the method's peak (1536 x 1536). Cheaper settings cost
+# less: an upper bound for them.
+_BYTES_PER_VOXEL = {2: 200, 3: 300}
 # Bytes of blocks being denoised at once in a process (one block always runs): the 0.75 GB a volume of any size may
-# take from the command line on 2 cores (issue 29), less about 0.3 GB the process holds besides (the interpreter,
-# NumPy, Dask, zarr and the compiled kernels, about 0.2 GB; the inputs read ahead and the results not yet written).
-# It sizes the blocks (a volume's core of 64**3 with its overlaps of 32: 128**3 voxels, 0.42 GB) and bounds how many
-# run at once, whatever the number of cores: blocks of the defaults run one at a time (the prox kernels use every
-# core inside a block), cheap ones several at once.
-BLOCK_MEMORY = 450 << 20
+# take from the command line on 2 cores (issue 29), less the 0.2 GB the process holds at rest (the interpreter,
+# NumPy, Dask, zarr and the compiled kernels). It sizes the blocks (:func:`_fit_memory`: at the defaults, cores of
+# 32 x 64 x 64 voxels with overlaps of 32, 96 x 128 x 128 voxels in all) and bounds how many run at once, whatever
+# the number of cores: blocks of the defaults run one at a time (the prox kernels use every core inside a block),
+# cheap ones several at once.
+BLOCK_MEMORY = 520 << 20
 
 
-def _core_cap(n_axes: int, depth: int, step: int) -> int:
-    """The largest core (a multiple of ``step``) of blocks within :data:`BLOCK_MEMORY` and :data:`_MAX_CORE`.
+def _fit_memory(cores: list[int], depths: list[int], chunks: list[int], lengths: list[int], steps: list[int],
+                n_axes: int, fixed: int = 1) -> list[int]:
+    """Cores (of :func:`_block_plan`, one per axis) made smaller until a block fits :data:`BLOCK_MEMORY`.
 
-    A block of ``n_axes`` axes, each its core and an overlap of ``depth``
-    on either side, holds :data:`_BYTES_PER_VOXEL` bytes a voxel.
+    A block holds :data:`_BYTES_PER_VOXEL` bytes a voxel of its core and
+    overlaps (times ``fixed`` voxels of axes not planned here). While it
+    does not fit, the axis of the longest block takes its next smaller core
+    that keeps to the input's chunks (a whole number of them, or of their
+    parts), a multiple of its ``step``; else the half of its core.
     """
-    side = int((BLOCK_MEMORY / _BYTES_PER_VOXEL[n_axes]) ** (1 / n_axes))
-    return max(step, min(_MAX_CORE[n_axes], side - 2 * depth) // step * step)
+    cores = list(cores)
+    budget = BLOCK_MEMORY // _BYTES_PER_VOXEL[n_axes]
+
+    def extent(i: int) -> int:
+        return min(cores[i] + 2 * depths[i], lengths[i])
+
+    while cores and fixed * int(np.prod([extent(i) for i in range(len(cores))])) > budget:
+        i = max(range(len(cores)), key=lambda k: (extent(k) if cores[k] > steps[k] else -1, -k))
+        c, chunk, step = cores[i], chunks[i], steps[i]
+        if c <= step:
+            break  # every axis at its smallest core: the block runs alone (its budget is the whole)
+        aligned = [chunk * m for m in range(1, c // chunk + 1)] + [chunk // k for k in range(2, chunk + 1)
+                                                                    if chunk % k == 0]
+        smaller = [x for x in aligned if x < c and x % step == 0]
+        cores[i] = max(smaller) if smaller else max(step, c // 2 // step * step)
+    return cores
 
 
 class _Budget:
@@ -180,16 +200,15 @@ def _block_plan(chunk: int, n: int, grid: int, reach: int, n_axes: int = 3) -> t
     block would be decomposed like a shifted copy): both core and overlap
     are multiples of ``grid``. The core is the input's chunk when it spans
     :data:`_CORE_PER_OVERLAP` overlaps to :data:`_MAX_CORE` samples (of
-    ``n_axes``) and keeps the block within :data:`BLOCK_MEMORY`
-    (:func:`_core_cap`), else the fewest of its chunks merged, or the fewest
-    parts it splits into, that do, so that blocks keep to the chunks of the
-    store they came from; with none, the largest multiple of ``grid`` within
-    those bounds. Memory comes first: a core may span fewer overlaps.
+    ``n_axes``), else the fewest of its chunks merged, or the fewest parts
+    it splits into, that do, so that blocks keep to the chunks of the store
+    they came from; with none, the largest multiple of ``grid`` within
+    :data:`_MAX_CORE`. Memory then bounds the cores of all axes together
+    (:func:`_fit_memory`).
     """
     step = grid
     depth = min(-(-reach // step) * step, n)
-    high = _core_cap(n_axes, depth, step)
-    low = min(max(step, _CORE_PER_OVERLAP * depth), high)
+    low, high = max(step, _CORE_PER_OVERLAP * depth), max(step, _MAX_CORE[n_axes] // step * step)
     merged = [chunk * m for m in range(1, high // chunk + 1)]
     split = [chunk // k for k in range(2, chunk + 1) if chunk % k == 0]
     fits = [c for c in merged + split if c % step == 0 and low <= c <= high]
@@ -231,18 +250,25 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
     # ... and one plane (volume) of a stack: computing one computes no other
     chunks.update({a: 1 for a in range(ndim) if a != c_axis and a not in sp_axes and max(image.chunks[a]) > 1})
     sliced: dict[int, int] = {}  # sliced axis -> core of its blocks
+    planned: dict[int, tuple[int, int, int]] = {}  # other spatial axes -> core, step, first chunk
     for a, step, reach in zip(sp_axes, method.grid, method.reach, strict=True):
         sizes = image.chunks[a]
         core, depth[a] = _block_plan(sizes[0], int(image.shape[a]), step, reach, n_axes)
         if a in layout.sliced:  # one slice computes the blocks of one chunk (on the grid) and their overlap
             length = int(image.shape[a])
-            core = min(max(step, sizes[0] // step * step), _core_cap(n_axes, depth[a], step))
+            core = min(max(step, sizes[0] // step * step), max(step, _MAX_CORE[n_axes] // step * step))
             # ... or of the whole axis when a chunk's overlaps reach it anyway: the same work for the first slice,
             # none for the others
             sliced[a] = length if core + 2 * depth[a] >= length else core
             continue
+        planned[a] = (core, step, sizes[0])
+    fixed = int(np.prod([min(sliced[a] + 2 * depth[a], int(image.shape[a])) for a in sliced]))
+    axes = list(planned)
+    cores = _fit_memory([planned[a][0] for a in axes], [depth[a] for a in axes], [planned[a][2] for a in axes],
+                        [int(image.shape[a]) for a in axes], [planned[a][1] for a in axes], n_axes, fixed)
+    for a, core in zip(axes, cores, strict=True):
         grid_chunks = _grid_chunks(int(image.shape[a]), core, depth[a])
-        if tuple(sizes) != grid_chunks:
+        if tuple(image.chunks[a]) != grid_chunks:
             chunks[a] = grid_chunks
     arr = image.rechunk(chunks) if chunks else image
     if not noise.complete:
