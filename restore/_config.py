@@ -31,10 +31,6 @@ NOISE_MODELS: tuple[str, ...] = ("gaussian", "poisson-gaussian")
 #: noise-level function chooses between them).
 NOISE_CHOICES: tuple[str, ...] = ("auto",) + NOISE_MODELS
 
-#: Step of each inpainting pass's patch grid, in pixels: a pass codes 1/stride**2 of the patches touching the
-#: mask.
-PASS_STRIDE = 4
-
 #: Signals coded together by sparse_encode and transform: memory O(batch * (atoms + features)), about 40 MB
 #: for 131 atoms of 64 features, and batches large enough that matrix products dominate Python's overhead.
 CODING_BATCH = 4096

@@ -600,7 +600,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--patch-size", type=_count("patch_size", 2), default=_default(*_INPAINT, "patch_size"),
                    help="side of the square patches, in pixels (default: %(default)s, as the shipped dictionary)")
     i.add_argument("--stride", type=_count("stride"), default=_default(*_INPAINT, "stride"),
-                   help="step of each pass's patch grid, in pixels (default: %(default)s)")
+                   help="step of each pass's patch grid, in pixels (default: the patch size)")
     i.add_argument("--passes", type=_count("n_passes"), default=_default(*_INPAINT, "n_passes"),
                    help="passes of patch coding; time grows as passes / stride^2 (default: %(default)s)")
     i.add_argument("--lam", type=_number("lam"), nargs="+", default=None, metavar="LAM",
@@ -684,7 +684,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--mask-kinds", nargs="+", default=list(_default(*_EVAL_INPAINT, "mask_kinds")),
                    help="inpaint: the <kind> of the masks <image>_<kind>.png used (default: %(default)s)")
     e.add_argument("--stride", type=_count("stride"), default=_default(*_EVAL_INPAINT, "stride"),
-                   help="inpaint: step of each pass's patch grid (default: %(default)s)")
+                   help="inpaint: step of each pass's patch grid (default: the patch size)")
     e.add_argument("--train", nargs="+", default=None, help="patches: training images (default: every other)")
     e.add_argument("--test", nargs="+", default=None, help="patches: test images (default: the others)")
     e.add_argument("--branching", type=_count("branching"), nargs="+",

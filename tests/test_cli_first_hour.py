@@ -171,3 +171,10 @@ def test_every_option_of_every_command_has_help_and_states_a_default_it_has():
             assert action.help, (name, action.option_strings)
             if action.default not in (None, False):
                 assert "default" in action.help, (name, action.option_strings)
+
+
+def test_no_option_shows_none_as_its_default():
+    """A default that the library resolves (None) is said in words, not printed as 'None'."""
+    parser = build_parser()
+    for name, sub in parser._subparsers._group_actions[0].choices.items():  # noqa: SLF001
+        assert "default: None" not in " ".join(sub.format_help().split()), name

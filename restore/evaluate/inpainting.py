@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .._config import PASS_STRIDE
 from .._validation import check_int
 from .report import csv_text, inpainting_table
 from .runner import IMAGE_SUFFIXES, OutputFolder, Unit
@@ -37,7 +36,8 @@ def _read_mask_file(path: Path) -> np.ndarray:
     return (m[..., :3].max(axis=-1) if m.ndim == 3 else m) > 0
 
 
-def run_inpaint_unit(image_path: str, mask_path: str, kind: str, methods: tuple[str, ...], stride: int) -> list[dict]:
+def run_inpaint_unit(image_path: str, mask_path: str, kind: str, methods: tuple[str, ...],
+                     stride: int | None) -> list[dict]:
     """Masked-pixel PSNR of each inpainting method on one image and mask."""
     img = _read_colour(Path(image_path))
     mask = _read_mask_file(Path(mask_path))
@@ -71,7 +71,7 @@ def evaluate_inpainting(
     *,
     mask_kinds: Sequence[str] = ("text1", "rand70", "rand90"),
     methods: Sequence[str] = INPAINT_METHODS,
-    stride: int = PASS_STRIDE,
+    stride: int | None = None,
     n_jobs: int | None = 1,
     scheduler: str | None = None,
     force: bool = False,
@@ -96,9 +96,9 @@ def evaluate_inpainting(
         ``'tree_dictionary'`` (:func:`restore.inpaint`), and the reference
         columns ``'biharmonic'`` (scikit-image) and ``'telea'`` (OpenCV,
         radius 3; skipped when OpenCV is not installed).
-    stride : int
-        Step of the patch grids of :func:`restore.inpaint` (default 4, its
-        default).
+    stride : int, optional
+        Step of the patch grids of :func:`restore.inpaint` (default: its
+        default, the patch size).
     n_jobs, scheduler, force, progress
         As in :func:`evaluate_denoising` (default one process: inpainting
         already uses every core).
@@ -120,7 +120,7 @@ def evaluate_inpainting(
             import cv2  # noqa: F401
         except ImportError:
             methods = tuple(m for m in methods if m != "telea")
-    stride = check_int("stride", stride)
+    stride = None if stride is None else check_int("stride", stride)
     if n_jobs is not None:
         check_int("n_jobs", n_jobs)
     images = sorted(p for p in image_dir.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
