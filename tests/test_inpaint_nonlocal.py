@@ -89,3 +89,17 @@ def test_n_group_passes_is_checked(photo, strokes):
         inpaint(photo, strokes, channel_axis=-1, n_group_passes=-1)
     out = inpaint(photo, strokes, channel_axis=-1, n_group_passes=0, n_train=500)
     np.testing.assert_array_equal(out[~strokes], photo[~strokes])
+
+
+@pytest.mark.parametrize("name, crop", [("gravel", np.s_[:128, :128]),  # stochastic texture, grey
+                                        ("retina", np.s_[600:728, 600:728])])  # a smooth, dark colour photo
+def test_random_loss_is_never_worse_than_biharmonic(name, crop):
+    """Where neither the dictionary nor the groups find structure, the result falls back towards the interpolant."""
+    from skimage.restoration import inpaint_biharmonic
+
+    img = getattr(data, name)()[crop] / 255.0
+    axis = -1 if img.ndim == 3 else None
+    mask = np.random.default_rng(1).random((128, 128)) < 0.7
+    out = inpaint(img, mask, channel_axis=axis)
+    np.testing.assert_array_equal(out[~mask], img[~mask])
+    assert masked_psnr(out, img, mask) >= masked_psnr(inpaint_biharmonic(img, mask, channel_axis=axis), img, mask)

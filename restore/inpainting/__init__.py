@@ -28,6 +28,7 @@ from .grouping import GroupSettings, group_passes, n_group_steps, plan_reference
 from .interpolation import bands, biharmonic_fill
 from .masks import MaskCoverage, SuspectMaskWarning, mask_coverage
 from .patches import Coder, luminance, pass_batch, pass_grids, refine_luminance
+from .validation import best_blend, holdout
 
 __all__ = ["MaskCoverage", "SuspectMaskWarning", "default_dictionary", "inpaint", "learn_dictionary",
            "mask_coverage"]
@@ -38,6 +39,7 @@ log = logging.getLogger("restore.inpainting")
 # start to copy their own errors under heavy pixel loss
 _DEFAULT_LAM = (0.02, 0.005)
 _N_TRAIN = 8000  # patches the dictionary's adaptation learns from: beyond, it costs more than it brings
+_PATIENCE = 2  # non-local passes in a row that fit the held-out pixels no better: the passes left are skipped
 _PASS_BATCH = 8192  # patches per batch of a pass, one batch per thread: progress and Cancel every fraction of a second
 
 
@@ -74,7 +76,13 @@ def inpaint(
     the start's. On straight edges, where the diffusion is better, the
     result is a blend of the passes' result (down to a third, by the
     coherence of the start's structure tensor) and the diffusion alone.
-    Known pixels are returned bit for bit; holes wider than a patch are
+    How much of the passes' and of the non-local passes' changes the
+    result keeps (from none to all of each) is fitted on a random share of
+    the known pixels next to the mask, held out of every stage and filled
+    like the missing ones (see :mod:`.validation`): where the patches find
+    no structure (smooth photos, stochastic texture) the result falls back
+    towards the biharmonic interpolant of all known pixels, to which the
+    kept changes are added. Known pixels are returned bit for bit; holes wider than a patch are
     filled by the interpolant and refined by the patches inside them.
 
     Parameters
@@ -125,7 +133,8 @@ def inpaint(
     max_iter : int, default 25
         FISTA iterations per batch.
     n_group_passes : int, default 5
-        Non-local passes that end the recipe (0: none): the luminance's
+        Non-local passes that end the recipe (0: none; they stop early
+        once two in a row fit the held-out pixels no better): the luminance's
         patches are matched on the current estimate, and each group of
         similar patches is coded jointly, its known pixels as data, under
         a tree-l2 norm whose nodes own a DCT coefficient across the group
@@ -174,15 +183,20 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     M = job.missing
     if not M.any():
         return job.result(None)
-    work = np.where(M[..., None], 0, job.image)
+    n_ch = job.image.shape[2]
+    gen = np.random.default_rng(0 if rng is None else rng)
+    # known pixels held out of every stage: their error decides how far the refinements may move the interpolant
+    held = holdout(M, gen)
+    run = M.copy()  # the run's mask: the missing pixels and the held-out ones
+    if held is not None:
+        run.reshape(-1)[held] = True
+    work = np.where(run[..., None], 0, job.image)
     work /= job.unit  # known values of magnitude 1 to 2; missing ones unread (in place: 16 MP photos)
-    n_ch = work.shape[2]
     # the non-local passes' lam is in units of the known pixels' peak (the work units' power of two is not
     # continuous in the scale)
     peak = float(np.max(np.abs(work)))
-    gen = np.random.default_rng(0 if rng is None else rng)
-    grids = pass_grids(M, job.patch_size, job.stride, len(job.lams), gen)
-    adapt, n_complete = should_adapt(M, job.patch_size) if adapt_default else (False, 0)
+    grids = pass_grids(run, job.patch_size, job.stride, len(job.lams), gen)
+    adapt, n_complete = should_adapt(run, job.patch_size) if adapt_default else (False, 0)
     if job.dictionary is None and not adapt:
         raise ValueError(f"no dictionary for {job.patch_size}x{job.patch_size} patches ships with the package "
                          "and the image has too few complete patches to learn one: pass dictionary=")
@@ -191,54 +205,99 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     n_bands = len(bands(*M.shape))
     n_cycles = len(fed_cycle()[1])
     n_batches = sum(-(-len(r) // pass_batch(len(r), job.batch_size)) for r, _ in grids)
-    plan = plan_references(M, job.groups, gen)
+    plan = plan_references(run, job.groups, gen)
     n_groups = n_group_steps(plan, M.shape[0], job.groups)
-    steps = Steps(progress, n_learn + n_bands * (n_ch + 1) + n_cycles + n_batches + n_groups, start=True)
+    n_resolve = 0 if held is None else n_bands * n_ch  # the interpolant again, with the held-out pixels known
+    steps = Steps(progress, n_learn + n_bands * (n_ch + 1) + n_cycles + n_batches + n_groups + n_resolve,
+                  start=True)
 
     # 1. the dictionary, adapted to the image when it has enough complete patches (text, scratches)
     t0 = time.perf_counter()
     est = job.dictionary
     if adapt:
-        est = learn_dictionary(work, masks=M, patch_size=job.patch_size, n_patches=job.n_train, init=est, rng=gen,
+        est = learn_dictionary(work, masks=run, patch_size=job.patch_size, n_patches=job.n_train, init=est, rng=gen,
                                channel_axis=-1, progress=steps.callback(n_learn),
                                **({} if est is None else {"lam": est.lam}))
         steps.done = n_learn
     log.info("dictionary ready in %.2f s", time.perf_counter() - t0)
     # 2. the start: the biharmonic interpolant, 3. sharpened at edges by the diffusion
     t0 = time.perf_counter()
-    start = biharmonic_fill(work, M, steps)
+    start = biharmonic_fill(work, run, steps)
     del work  # from here on, the estimate's arrays only (the peak memory of 16 MP photos)
-    start, diffused = sharpen(start, M, default_num_threads(), steps.callback(n_cycles))
+    interpolant = start[run]
+    start, diffused = sharpen(start, run, default_num_threads(), steps.callback(n_cycles))
     t_start = time.perf_counter() - t0
     # 4. where the result leans on the diffusion alone (straight edges)
     lum = luminance(start)  # the dictionary codes the luminance; colour differences, smooth, keep the start's
-    weight = edge_weights(lum, M, steps)
+    weight = edge_weights(lum, run, steps)
     # 5. the passes of patch coding refine the luminance of the missing pixels
     t0 = time.perf_counter()
-    refined = refine_luminance(lum.copy(), M, patch_size=job.patch_size, grids=grids, lams=job.lams,
+    refined = refine_luminance(lum.copy(), run, patch_size=job.patch_size, grids=grids, lams=job.lams,
                                batch_size=job.batch_size, coder=Coder.of(est, job.max_iter),
                                progress=steps.callback(n_batches))
     log.info("interpolated in %.2f s, coded and averaged patches in %.2f s", t_start, time.perf_counter() - t0)
     # 6. weight * (start + the passes' change) + (1 - weight) * the diffusion
-    values = start[M]
-    change = (weight * (refined[M] - lum[M]) / np.sqrt(n_ch))[:, None] \
+    values = start[run]
+    change = (weight * (refined[run] - lum[run]) / np.sqrt(n_ch))[:, None] \
         + (1.0 - weight)[:, None] * (diffused - values)
     values = values + change.astype(values.dtype)
     del lum, refined, weight, diffused, change
+    # the held-out pixels' rows among the run's missing pixels (row-major), and their known values
+    run_idx = np.flatnonzero(run)
+    rows = None if held is None else np.searchsorted(run_idx, held)
+    target = None if held is None else job.image.reshape(-1, n_ch)[held].astype(np.float64) / float(job.unit)
+    blend = None if held is None else best_blend(target, interpolant[rows], values[rows], values[rows])
+    second = None
     if job.groups.n_passes:
         # 7. non-local passes on the luminance (the unit-norm grey axis); the colour differences keep the result's
         # (coding them on the same groups too measured no better, at twice the time)
         t0 = time.perf_counter()
-        start[M] = values
+        start[run] = values
         L = luminance(start).astype(np.float64)[None]  # not start in float64: 16 MP x 3 channels
-        before = L[0][M]
+        before = L[0][run]
+        L0 = L[0].reshape(-1)
         n_threads = default_num_threads()
         settings = replace(job.groups, lams=tuple(lam * peak for lam in job.groups.lams))
+        worse = 0
+
+        def after_pass(k: int) -> bool:
+            """Keep the pass if its blend fits the held-out pixels best so far; stop when none has lately."""
+            nonlocal blend, second, worse
+            if held is None:
+                return True
+            cand = values[rows] + ((L0[held] - before[rows]) / np.sqrt(n_ch))[:, None]
+            fit = best_blend(target, interpolant[rows], values[rows], cand)
+            if fit.mse < blend.mse:
+                blend, second, worse = fit, L0[run_idx] - before, 0
+            else:
+                worse += 1
+            if worse >= _PATIENCE and k + 1 < len(plan):
+                steps(n_group_steps(plan[k + 1:], M.shape[0], job.groups))
+                return False
+            return True
+
         with ThreadPoolExecutor(n_threads, thread_name_prefix="restore-inpaint") as pool:
-            group_passes(L, M, settings, plan, pool=pool, n_threads=n_threads, progress=steps)
-        values = values + ((L[0][M] - before) / np.sqrt(n_ch))[:, None].astype(values.dtype)
+            group_passes(L, run, settings, plan, pool=pool, n_threads=n_threads, progress=steps, after_pass=after_pass)
+        if held is None:
+            second = L0[run_idx] - before
         log.info("non-local passes in %.2f s", time.perf_counter() - t0)
-    return job.result(values)
+        del L, L0, before, start
+    nonlocal_change = 0.0 if second is None else (second / np.sqrt(n_ch))[:, None]
+    if blend is None:
+        values = values + nonlocal_change
+        return job.result(values[M.reshape(-1)[run_idx]].astype(job.image.dtype, copy=False))
+    # the refinements' changes, weighted as they fit the held-out pixels best, added to the interpolant of every
+    # known pixel (its solve starts from the run's: a few iterations)
+    log.info("refinements kept: %.2f of the dictionary's, %.2f of the non-local passes'", blend.a, blend.b)
+    change = blend.a * (values - interpolant) + blend.b * nonlocal_change
+    in_m = M.reshape(-1)[run_idx]
+    del values, second, nonlocal_change
+    full = job.image / job.unit
+    full[M] = interpolant[in_m]
+    interpolant = None  # noqa: F841 - the memory of 16 MP photos
+    values = biharmonic_fill(full, M, steps, warm=True)[M]
+    values += change[in_m]
+    return job.result(values.astype(job.image.dtype, copy=False))
 
 
 @dataclass(frozen=True)

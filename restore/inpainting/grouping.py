@@ -112,23 +112,26 @@ def n_group_steps(plan: list[np.ndarray], height: int, s: GroupSettings) -> int:
 
 def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: list[np.ndarray], *,
                  pool: ThreadPoolExecutor, n_threads: int, progress: Callable[[], None] | None = None,
-                 ) -> np.ndarray:
+                 after_pass: Callable[[int], bool] | None = None) -> np.ndarray:
     """Refine the missing pixels of ``U`` (C, H, W, float64, C-contiguous) in place; returns it.
 
     Patches are matched on channel 0 (the luminance); every channel is
     coded on the same groups. See the module's docstring. ``progress()``
-    after each chunk (it may raise to stop).
+    after each chunk (it may raise to stop); ``after_pass(k)`` after pass
+    ``k`` (from 0): False skips the passes left.
     """
     lams = np.geomspace(s.lams[0], s.lams[1], len(plan)) if len(plan) > 1 else np.array([s.lams[1]])
     pass_ = _Pass(U, missing, s, pool, n_threads, progress if progress is not None else (lambda: None))
     idx = np.flatnonzero(missing)
-    for lam, refs in zip(lams, plan, strict=True):
+    for k, (lam, refs) in enumerate(zip(lams, plan, strict=True)):
         num, den = pass_.run(refs, float(lam))
         dflat = den.reshape(-1)[idx].astype(np.float64)
         ok = dflat > 0
         for ch in range(U.shape[0]):
             u = U[ch].reshape(-1)
             u[idx[ok]] = (num[ch].reshape(-1)[idx[ok]] / dflat[ok] + s.keep * u[idx[ok]]) / (1.0 + s.keep)
+        if after_pass is not None and not after_pass(k):
+            break
     return U
 
 
