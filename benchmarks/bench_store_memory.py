@@ -9,11 +9,13 @@ kernel's own high-water mark of the command (VmHWM) is read at its end; the
 wall and CPU times are reported too. The target: below 0.75 GB whatever the
 size. With ``--check-planes P`` the result of a P-plane store is compared
 with the library on the same volume in memory (PSNR against the clean
-volume; target: within 0.05 dB).
+volume; target: within 0.05 dB). The tables go to
+``benchmarks/results/bench_store_memory.md``, with the machine's load
+average after each size (the timings are those of a shared machine).
 
 Run from the repository root::
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_store_memory.py --mb 256 1024
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_store_memory.py --mb 64 256 1024 --check-planes 64
 """
 
 from __future__ import annotations
