@@ -320,9 +320,9 @@ def denoise_plane(control: Control, plane: Any, params: DenoiseParams, rgb: bool
         lam, mult = tuple(params.multiplier * v for v in choice.lam), params.multiplier
     info = LamInfo(lam=lam, sigma=tuple(choice.sigma), mode=params.lam_mode, multiplier=mult,
                    sigma_given=params.sigma is not None)
-    out = yield from control.call(
-        restore.denoise_wavelet_tree, colour, noise="gaussian", lam=list(lam), penalty=params.penalty,
-        wavelet=params.wavelet,
+    out = yield from control.call(  # the chosen sigma (given or estimated once) for the Wiener stage too
+        restore.denoise_wavelet_tree, colour, noise="gaussian", lam=list(lam), sigma=list(choice.sigma),
+        penalty=params.penalty, wavelet=params.wavelet,
         penalize_approx=params.penalize_approx, cycle_spins=int(params.cycle_spins), channel_axis=channel_axis,
         span=(mid, f1), text=text)
     return with_alpha(out, alpha), info

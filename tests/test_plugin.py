@@ -276,6 +276,14 @@ def test_sure_with_multiplier_one_is_the_librarys_sure():
     assert info.mode == "sure" and not info.sigma_given
 
 
+def test_a_sigma_given_is_the_one_every_stage_uses():
+    """The user's sigma (here 3x the noise's) reaches the Wiener stage too: the library's default call with it."""
+    noisy, _ = _noisy((64, 80))
+    out, info = _plane(noisy, _denoise.DenoiseParams(sigma=0.3))
+    assert info.sigma == (0.3,) and info.sigma_given
+    np.testing.assert_allclose(out, restore.denoise_wavelet_tree(noisy, sigma=0.3), rtol=0, atol=1e-5)
+
+
 @pytest.mark.parametrize("penalty", restore.PENALTIES)
 def test_rule_multiplier_scales_the_automatic_lam(penalty):
     noisy, _ = _noisy((64, 64))
@@ -284,7 +292,7 @@ def test_rule_multiplier_scales_the_automatic_lam(penalty):
     choice = restore.choose_lam(noisy, sigma=0.1, penalty=penalty, method="rule")
     assert info.lam == pytest.approx(tuple(2 * v for v in choice.lam))
     assert info.sigma == (0.1,) and info.sigma_given
-    np.testing.assert_allclose(out, restore.denoise_wavelet_tree(noisy, lam=info.lam[0], penalty=penalty),
+    np.testing.assert_allclose(out, restore.denoise_wavelet_tree(noisy, lam=info.lam[0], sigma=0.1, penalty=penalty),
                                atol=1e-5)
 
 
