@@ -129,9 +129,11 @@ class InpaintWidget(RestoreWidget):
         defaults = InpaintParams()
         self.patch_size = SpinBox(label="patch size", value=defaults.patch_size, min=4, max=16, name="patch_size",
                                   tooltip="Side of the square patches, in pixels (the dictionary's)")
-        stride = defaults.patch_size if defaults.stride is None else defaults.stride  # the library's default
-        self.stride = SpinBox(label="stride", value=stride, min=1, max=16, name="stride",
-                              tooltip="Step of each pass's patch grid: a pass codes 1/stride\u00b2 of the patches")
+        # 0 stands for the library's None: the stride follows the patch size
+        self.stride = SpinBox(label="stride", value=defaults.stride or 0, min=0, max=16, name="stride",
+                              tooltip="Step of each pass's patch grid: a pass codes 1/stride\u00b2 of the patches "
+                                      "(default: the patch size)")
+        self.stride.native.setSpecialValueText("patch size")
         self.n_passes = SpinBox(label="passes", value=defaults.n_passes, min=1, max=200, name="n_passes",
                                 tooltip="Passes of patch coding; time grows as passes / stride\u00b2")
         self.all_selected = CheckBox(text="every selected image", value=False, name="all_selected",
@@ -177,7 +179,7 @@ class InpaintWidget(RestoreWidget):
         mask = self.mask.value
         items = [(Source.of(layer), plane_masks(mask, layer)) for layer in layers]
         dictionary, label = self._resolve_dictionary()
-        params = InpaintParams(int(self.patch_size.value), int(self.stride.value), int(self.n_passes.value))
+        params = InpaintParams(int(self.patch_size.value), int(self.stride.value) or None, int(self.n_passes.value))
         record = {"mask": mask.name, "params": {**asdict(params), "dictionary": label}}
         self._added: list[str] = []
         text = f"Inpainting {len(items)} images\u2026" if len(items) > 1 else f"Inpainting {layers[0].name!r}\u2026"

@@ -64,6 +64,7 @@ def test_widget_inpaints_the_sample_and_cancel_adds_nothing(make_napari_viewer, 
     np.testing.assert_array_equal(out.data[~mask], src.data[~mask])
     assert len(seen) >= 2  # the progress bar moved
     assert out.metadata["restore"]["params"]["dictionary"] == "shipped"
+    assert out.metadata["restore"]["params"]["stride"] is None  # the library's default: it follows the patch size
     assert not errors
     # cancel: no new layer, at once
     n_layers = len(viewer.layers)
