@@ -49,8 +49,9 @@ def test_colour_known_pixels_bit_identical_and_random_loss(photo, rng):
     out = inpaint(photo, mask, channel_axis=-1)
     assert out.dtype == np.float32
     np.testing.assert_array_equal(out[~mask], photo[~mask])
+    # 0.1: the known pixels held out to weigh the refinements are missed by them (+0.3 without, on this crop)
     assert masked_psnr(out, photo, mask) > masked_psnr(inpaint_biharmonic(photo, mask, channel_axis=-1), photo,
-                                                       mask) + 0.2
+                                                       mask) + 0.1
 
 
 def test_result_does_not_depend_on_the_thread_count(photo, strokes, monkeypatch):

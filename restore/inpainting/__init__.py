@@ -247,6 +247,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     rows = None if held is None else np.searchsorted(run_idx, held)
     target = None if held is None else job.image.reshape(-1, n_ch)[held].astype(np.float64) / float(job.unit)
     blend = None if held is None else best_blend(target, interpolant[rows], values[rows], values[rows])
+    first_fit = blend
     second = None
     if job.groups.n_passes:
         # 7. non-local passes on the luminance (the unit-norm grey axis); the colour differences keep the result's
@@ -267,7 +268,10 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
                 return True
             cand = values[rows] + ((L0[held] - before[rows]) / np.sqrt(n_ch))[:, None]
             fit = best_blend(target, interpolant[rows], values[rows], cand)
-            if fit.mse < blend.mse:
+            log.debug("non-local pass %d: %s on %d held-out pixels (best before: %s)", k, fit, len(held), blend)
+            # a pass must beat the dictionary's result by more than the held-out error's noise, of relative sd
+            # about 1 / sqrt(pixels): picking the best of several passes on a few hundred pixels is no evidence
+            if fit.mse < blend.mse and fit.mse < first_fit.mse * (1.0 - 1.0 / np.sqrt(len(held))):
                 blend, second, worse = fit, L0[run_idx] - before, 0
             else:
                 worse += 1
