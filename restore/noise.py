@@ -336,7 +336,10 @@ def estimate_noise(image: ArrayLike, *, noise: str = "auto",
     weighted least squares (weights: count over twice the variance squared,
     lowered as Huber's for points over 2 standard errors off the line)
     gives ``gain`` (slope, >= 0) and ``sigma**2`` (intercept, floored at
-    0); its covariance, inflated by the points' scatter about the
+    0). The points are measured again, up to 4 times, each with its cut
+    at least 3 times the deviation the line fitted before gives its level:
+    below a photon per pixel photon noise comes as rare large values that a
+    cut at the read noise's deviation drops. The line's covariance, inflated by the points' scatter about the
     line when that exceeds sampling noise, gives the standard errors. The
     model assumes the image's zero is zero photons (no camera offset).
 
@@ -370,7 +373,12 @@ def estimate_noise(image: ArrayLike, *, noise: str = "auto",
     beyond what texture and sampling explain) and the fitted variance at
     the image's brightest level is at least 1.5 times the one at its
     darkest (the noise deviation changes by more than 22% across the
-    image, which a single sigma would not serve); else Gaussian. An image
+    image, which a single sigma would not serve); also when being wrong
+    would cost more: the slope at least 3 standard errors above 0, and its
+    low end (2 standard errors below it) still making the variance grow
+    5-fold across the image (Gaussian would misjudge the noise deviation
+    by over 2x at one end; few bright places, such as sparse spots, leave
+    a slope fewer standard errors); else Gaussian. An image
     of one level (no structure) is Gaussian: its variance is the same
     everywhere, whatever its cause. ``benchmarks/calibrate_noise_auto.py``
     measures how often this choice is right.
@@ -471,6 +479,11 @@ _RANGE_QUANTILE = 0.001  # bins (and the image's levels) span the local means be
 # Robust deviations beyond which a detail coefficient is an outlier (structure that passed the smoothness test);
 # the mean square of the rest is divided by what that cut leaves of a Gaussian's variance (0.973)
 _CLIP = 3.0
+# Passes of the noise-level function in which each bin's cut is at least _CLIP times the fitted line's deviation
+# there (the line from the pass before): at under a photon per pixel, photon noise comes as rare large details that
+# a cut at the bin's median deviation (the read noise's) leaves out, bending the line down at the dark levels and
+# scattering its points. The cut widens as the line rises, a little less each pass: 4 passes
+_FLOOR_ROUNDS = 4
 
 
 def _kept_share(c: float) -> float:
@@ -498,6 +511,14 @@ _Z_PHOTON = 4.0
 # ... and the ratio of the fitted variance at the brightest level of the image to the darkest: below 1.5 the noise
 # deviation changes by under 22% across the image, and a single sigma serves it about as well
 _RATIO_PHOTON = 1.5
+# ... or, when being wrong costs more: a slope at least 3 standard errors above 0 (1e-3 one-sided) whose low end
+# (2 standard errors below it) still makes the variance grow 5x across the image's levels. Gaussian would then
+# misjudge the noise deviation by over 2x at one end (bright places left noisy, or dark ones smoothed away), while
+# texture that passes for noise in a photograph grows the variance by at most about 2.5x at that low end
+# (benchmarks/calibrate_noise_auto.py's photographs under Gaussian noise)
+_Z_PHOTON_LARGE = 3.0
+_LOW_SE = 2.0
+_RATIO_LARGE = 5.0
 # Standard error of the noise-level function (relative to its value, at the image's darkest and brightest levels)
 # above which the estimate is uncertain: a noise variance known to no better than +-50%
 _UNCERTAIN = 0.5
@@ -563,6 +584,12 @@ def _estimate_noise_unit(planes: np.ndarray, scale: float, clip: tuple[float, fl
         return replace(gauss, note=_join(f"Gaussian chosen: {why}", gauss.note))
     points = _nlf_points(means, dets, steps)
     fit = _fit_points(*points, dets)
+    for _ in range(_FLOOR_ROUNDS):
+        if not (fit.gain > 0 and fit.points >= _MIN_POINTS):
+            break
+        # again, each bin's outliers cut at the line's deviation there when the bin's own is less (see _robust_var)
+        points = _nlf_points(means, dets, floor=fit)
+        fit = _fit_points(*points, dets)
     # the read noise also from the places clipped at the dark end, modelled: they are the ones that show it
     read = _censored_read_noise(cens, clip[0] / scale, fit.gain) if len(cens) else None
     dark = float(np.mean(planes == clip[0])) if np.isfinite(clip[0]) else 0.0
@@ -574,7 +601,9 @@ def _estimate_noise_unit(planes: np.ndarray, scale: float, clip: tuple[float, fl
         return replace(gauss, note=_join("Gaussian chosen: the image has too few levels (or too few unclipped "
                                          "ones) to show whether its noise grows with its level", gauss.note))
     z, ratio = fit.z(), fit.ratio(levels)
-    if z >= _Z_PHOTON and ratio >= _RATIO_PHOTON:
+    # the variance ratio the slope allows at its low end: how much Gaussian would miss, with little doubt
+    low = replace(fit, gain=fit.gain - _LOW_SE * np.sqrt(max(fit.cov[0, 0], 0.0))).ratio(levels)
+    if (z >= _Z_PHOTON and ratio >= _RATIO_PHOTON) or (z >= _Z_PHOTON_LARGE and low >= _RATIO_LARGE):
         grows = (f"grows {ratio:.3g}x from the darkest level to the brightest" if np.isfinite(ratio)
                  else "grows from about 0 at the darkest level")
         return replace(pg, note=_join(f"Poisson-Gaussian chosen: the noise variance {grows} (slope {z:.1f} standard "
@@ -944,13 +973,15 @@ class _LineFit:
                              _join(*notes), sigma_max)
 
 
-def _nlf_points(means: np.ndarray, dets: np.ndarray,
-                steps: _Steps | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _nlf_points(means: np.ndarray, dets: np.ndarray, steps: _Steps | None = None,
+                floor: _LineFit | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Points of the noise-level function: mean level, robust variance and count of each bin of the local mean.
 
     Bins of equal width; a bin of fewer than :data:`_MIN_BIN` samples is
     merged with the next ones (a sparse bright tail becomes a point instead
-    of being dropped), a short last group with the one before.
+    of being dropped), a short last group with the one before. ``floor``:
+    a fitted line whose variance at each bin's level is the least its
+    outlier cut is measured in (:func:`_robust_var`).
     """
     lo, hi = np.quantile(means, [_RANGE_QUANTILE, 1 - _RANGE_QUANTILE])
     which = np.clip(((means - lo) / max(hi - lo, 1e-300) * _N_BINS).astype(np.int64), 0, _N_BINS - 1)
@@ -969,7 +1000,7 @@ def _nlf_points(means: np.ndarray, dets: np.ndarray,
     for a, b in groups:
         idx = order[a:b]
         mu.append(means[idx].mean())
-        var.append(_robust_var(dets[idx]))
+        var.append(_robust_var(dets[idx], 0.0 if floor is None else floor.variance(mu[-1])))
         n.append(b - a)
     return np.array(mu), np.array(var), np.array(n, dtype=np.float64)
 
@@ -1015,15 +1046,19 @@ def _fit_points(mu: np.ndarray, var: np.ndarray, n: np.ndarray, dets: np.ndarray
     return _LineFit(gain, var0, cov, int(mu.size), most)
 
 
-def _robust_var(d: np.ndarray) -> float:
+def _robust_var(d: np.ndarray, floor: float = 0.0) -> float:
     """Variance of the values within ``_CLIP`` robust deviations of 0, corrected for the cut.
 
     The median absolute value alone underestimates the spread of the skewed
     detail coefficients of a few photons; the mean square of the values
     within a few of its deviations drops outliers (edges that passed the
     smoothness test), and dividing by :data:`_CLIP_KEPT` undoes what the
-    cut takes from Gaussian noise.
+    cut takes from Gaussian noise. ``floor``: a variance the deviation the
+    cut is measured in is at least (the fitted noise-level function's at
+    the bin's level): below a photon per pixel, photon noise is mostly 0
+    with rare large values, which a cut at the median's deviation (the read
+    noise's) would drop.
     """
-    s = np.median(np.abs(d)) / _MAD
+    s = max(np.median(np.abs(d)) / _MAD, np.sqrt(max(floor, 0.0)))
     kept = d[np.abs(d) <= _CLIP * s]
     return float(np.mean(kept**2)) / _CLIP_KEPT if kept.size else 0.0
