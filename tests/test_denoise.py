@@ -230,14 +230,27 @@ def test_choose_lam_reports_each_sure_evaluation(camera, rng):
 def test_strength_multiplies_the_chosen_lam_and_keeps_level_weights(camera, rng):
     noisy = camera + 0.1 * rng.standard_normal(camera.shape)
     choice = choose_lam(noisy, sigma=0.1, per_level=True)
-    for strength in (0.5, 2.0):
+    for strength in (0.5, 2.0):  # the tree stage (the Wiener stage's noise level is scaled too: see below)
         scaled = dataclasses.replace(choice, lam=tuple(v * strength for v in choice.lam))
+        np.testing.assert_allclose(
+            denoise_wavelet_tree(noisy, sigma=0.1, per_level=True, strength=strength, wiener=False),
+            denoise_wavelet_tree(noisy, sigma=0.1, lam=scaled, wiener=False), atol=1e-12)
         np.testing.assert_allclose(denoise_wavelet_tree(noisy, sigma=0.1, per_level=True, strength=strength),
-                                   denoise_wavelet_tree(noisy, sigma=0.1, lam=scaled), atol=1e-12)
+                                   denoise_wavelet_tree(noisy, sigma=0.1 * strength, lam=scaled), atol=1e-12)
     np.testing.assert_array_equal(denoise_wavelet_tree(noisy, sigma=0.1, strength=1.0),
                                   denoise_wavelet_tree(noisy, sigma=0.1))
     with pytest.raises(ValueError, match="strength"):
         denoise_wavelet_tree(noisy, strength=-1.0)
+
+
+@pytest.mark.parametrize("axes", [(0, 1), (0, 1, 2)])
+def test_strength_goes_smoothly_to_the_image_itself(axes, rng):
+    """Both stages follow the dial: a strength near 0 gives the image back, 1 the full result, in between more."""
+    clean = np.kron(rng.random((4, 8, 8)), np.ones((4, 8, 8)))
+    noisy = clean + 0.1 * rng.standard_normal(clean.shape)
+    dist = [float(np.abs(denoise_wavelet_tree(noisy, sigma=0.1, axes=axes, strength=s) - noisy).max())
+            for s in (1e-6, 0.25, 1.0)]
+    assert dist[0] < 1e-3 < dist[1] < dist[2]
 
 
 def test_a_lam_given_as_a_number_is_applied_to_the_image_itself_under_auto_noise():

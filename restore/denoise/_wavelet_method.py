@@ -161,12 +161,15 @@ class WaveletTree:
             lam, weights = self.choose(unit, sigma, var_map, steps, coeffs)
         out = _denoise_plane(unit, lam * self.strength, self.penalty, plan, self.penalize_approx,
                              _tree_shifts(self.n_shifts, self.wiener), steps, weights, var_map, coeffs)
+        # the strength scales the noise level the Wiener stage removes too, so that the dial goes to the image
+        s = self.strength
+        w_sigma, w_var = (None, None) if sigma is None else (s * sigma, None if var_map is None else s * s * var_map)
         for wiener_plan, k in _wiener_passes(plan, self.n_shifts) if self.wiener else []:
             if lam * self.strength == 0:  # nothing shrunk: the unit itself, which is no pilot for its own gains
                 if steps is not None:
                     steps(2 * k)
                 continue
-            out = _wiener_plane(unit, out, sigma, wiener_plan, k, steps, var_map)
+            out = _wiener_plane(unit, out, w_sigma, wiener_plan, k, steps, w_var)
         return out
 
 
@@ -319,9 +322,10 @@ def denoise_wavelet_tree(
         ``tree_l2``, ``tree_linf`` and ``'rule'`` for ``l0``, ``tree_l0``.
     strength : float, default 1.0
         Multiplies ``lam`` (chosen or given; SURE's level weights are
-        kept): above 1 smooths more, below 1 keeps more detail (and noise).
-        A lam of 0 (or a strength of 0) gives the image back unchanged:
-        the Wiener stage is skipped too.
+        kept) and the noise level that the Wiener stage removes: above 1
+        smooths more, below 1 keeps more detail (and noise), towards the
+        image itself. A lam of 0 (or a strength of 0) gives the image back
+        unchanged: the Wiener stage is skipped too.
     penalty : {'tree_l2', 'tree_linf', 'tree_l0', 'l1', 'l0'}
         ``tree_l2`` (default) is the best on natural images; ``l1`` and
         ``l0`` are soft and hard thresholding; ``tree_l0`` is Donoho's
