@@ -207,10 +207,11 @@ class DenoiseParams:
             if noise is not None:
                 kwargs.update(gain=noise.gain, sigma=noise.sigma)
             return kwargs
+        manual = self.lam_mode == "manual"
         kwargs = {
-            "lam": float(self.lam) if self.lam_mode == "manual" else self.lam_mode, "penalty": self.penalty,
-            "wavelet": self.wavelet, "penalize_approx": self.penalize_approx, "cycle_spins": int(self.cycle_spins),
-            "noise": self.noise, "sigma": self.sigma}
+            "lam": float(self.lam) if manual else self.lam_mode, "strength": 1.0 if manual else float(self.multiplier),
+            "penalty": self.penalty, "wavelet": self.wavelet, "penalize_approx": self.penalize_approx,
+            "cycle_spins": int(self.cycle_spins), "noise": self.noise, "sigma": self.sigma}
         if noise is not None:  # the layer's photon model, estimated once, so that every unit shares it
             kwargs.update(gain=noise.gain, sigma=noise.sigma)
         return kwargs
@@ -315,15 +316,16 @@ def denoise_plane(control: Control, plane: Any, params: DenoiseParams, rgb: bool
         if cache is not None and full_key is not None:
             cache.set(full_key, choice)
     if params.lam_mode == "manual":
-        lam, mult = (float(params.lam),) * len(choice.lam), 1.0
+        base, mult = (float(params.lam),) * len(choice.lam), 1.0
     else:
-        lam, mult = tuple(params.multiplier * v for v in choice.lam), params.multiplier
+        base, mult = tuple(choice.lam), params.multiplier
+    lam = tuple(mult * v for v in base)  # what the tree stage uses, shown and recorded
     info = LamInfo(lam=lam, sigma=tuple(choice.sigma), mode=params.lam_mode, multiplier=mult,
                    sigma_given=params.sigma is not None)
     out = yield from control.call(  # the chosen sigma (given or estimated once) for the Wiener stage too
-        restore.denoise_wavelet_tree, colour, noise="gaussian", lam=list(lam), sigma=list(choice.sigma),
-        penalty=params.penalty, wavelet=params.wavelet,
-        penalize_approx=params.penalize_approx, cycle_spins=int(params.cycle_spins), channel_axis=channel_axis,
+        restore.denoise_wavelet_tree, colour, noise="gaussian", lam=list(base), strength=mult, sigma=list(choice.sigma),
+        penalty=params.penalty, wavelet=params.wavelet, penalize_approx=params.penalize_approx,
+        cycle_spins=int(params.cycle_spins), channel_axis=channel_axis,
         span=(mid, f1), text=text)
     return with_alpha(out, alpha), info
 
@@ -354,9 +356,11 @@ def denoise_unit(control: Control, unit: Any, params: DenoiseParams, rgb: bool, 
         mid = f0 + (f1 - f0) * _choice_share(params)
         choice = yield from control.call(
             restore.choose_lam, colour, axes=axes, channel_axis=-1 if rgb else None, method=params.lam_mode,
-            **{k: v for k, v in kwargs.items() if k not in ("lam", "cycle_spins")}, span=(f0, mid), text=text)
-        kwargs["lam"], span = replace(choice, lam=tuple(params.multiplier * v for v in choice.lam)), (mid, f1)
-        info = LamInfo(lam=tuple(kwargs["lam"].lam), sigma=tuple(choice.sigma), mode=params.lam_mode,
+            **{k: v for k, v in kwargs.items() if k not in ("lam", "cycle_spins", "strength")}, span=(f0, mid),
+            text=text)
+        kwargs["lam"], span = choice, (mid, f1)  # the library's strength scales it (and the Wiener stage)
+        info = LamInfo(lam=tuple(params.multiplier * v for v in choice.lam), sigma=tuple(choice.sigma),
+                       mode=params.lam_mode,
                        multiplier=params.multiplier, sigma_given=params.sigma is not None or noise is not None)
     else:
         sigma = (1.0,) * n_channels if params.noise != "gaussian" else (
@@ -417,17 +421,11 @@ class Source:
     def check(self, params: DenoiseParams) -> None:
         """Refuse what these settings cannot do on this layer, before any work.
 
-        Volume mode needs three spatial axes; a lazy layer is denoised by
-        Dask blocks, each choosing its own lam, so there is no one automatic
-        lam to multiply.
+        Volume mode needs three spatial axes.
         """
         if params.volume and not holds_volumes(np.shape(self.data), self.rgb):
             raise ValueError(f"layer {self.layer.name!r} has shape {np.shape(self.data)}: a volume needs 3 "
                              "spatial axes of 2 samples or more; choose 'plane by plane'")
-        if self.lazy and params.method == "wavelet" and params.lam_mode != "manual" and params.multiplier != 1.0:
-            raise ValueError(f"layer {self.layer.name!r} is Dask-backed or multiscale: it is denoised block by "
-                             f"block, each block choosing its own \u03bb, so the strength \u00d7 "
-                             f"{params.multiplier:g} cannot apply; set the strength to 1 or give \u03bb (manual)")
 
 
 @dataclass(frozen=True)
@@ -1378,9 +1376,14 @@ class DenoiseWidget(RestoreWidget):
         shown = shown + (region, capped, depth)
         job = Job(preview_task, source, idx, region, params, self._lam_cache, depth, self._volumes,
                   on_yield=lambda v: self._on_preview_result(v, source, idx, region, shown, note, params, depth),
-                  on_error=self.show_error, on_finish=self._on_preview_finished)
+                  on_error=self._on_preview_error, on_finish=self._on_preview_finished)
         self._preview_job = job
         job.start()
+
+    def _on_preview_error(self, exc: BaseException) -> None:
+        """The library refused these settings or this layer: the last preview shows neither any more."""
+        self._remove_preview_layer()
+        self.show_error(exc)
 
     def _kept_depth(self, layer: Any, source: Source, idx: tuple[int, ...], params: DenoiseParams,
                     region: tuple[int, int, int, int], depth: tuple[int, int]) -> tuple[int, int]:

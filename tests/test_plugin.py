@@ -292,8 +292,8 @@ def test_rule_multiplier_scales_the_automatic_lam(penalty):
     choice = restore.choose_lam(noisy, sigma=0.1, penalty=penalty, method="rule")
     assert info.lam == pytest.approx(tuple(2 * v for v in choice.lam))
     assert info.sigma == (0.1,) and info.sigma_given
-    np.testing.assert_allclose(out, restore.denoise_wavelet_tree(noisy, lam=info.lam[0], sigma=0.1, penalty=penalty),
-                               atol=1e-5)
+    expected = restore.denoise_wavelet_tree(noisy, lam=choice, strength=2.0, sigma=0.1, penalty=penalty)
+    np.testing.assert_allclose(out, expected, atol=1e-5)
 
 
 def test_manual_lam_is_used_as_is():

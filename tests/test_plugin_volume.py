@@ -343,26 +343,23 @@ def test_strength_scales_the_librarys_choice_for_a_volume_under_photon_noise(mak
     assert not errors
     sigma = out.metadata["restore"]["noise"]["read_noise_sigma"]
     kw = {"axes": (0, 1, 2), "noise": "poisson-gaussian", "gain": 1 / 40, "sigma": sigma}
-    lam = [2 * v for v in restore.choose_lam(noisy, **kw).lam]
-    expected = restore.denoise_wavelet_tree(noisy, lam=lam, cycle_spins=widget.cycle_spins.value, **kw)
+    expected = restore.denoise_wavelet_tree(noisy, strength=2.0, cycle_spins=widget.cycle_spins.value, **kw)
     np.testing.assert_allclose(out.data, expected.astype(np.float32), rtol=1e-5, atol=1e-6)
     assert out.metadata["restore"]["params"]["multiplier"] == 2.0
 
 
-def test_a_lazy_layer_refuses_a_strength_it_cannot_apply(make_napari_viewer, qtbot, errors):
-    """Dask blocks choose their own lam: a strength other than 1 is refused with a message, not ignored."""
+def test_a_lazy_layer_takes_the_strength_as_the_library_does(make_napari_viewer, qtbot, errors):
+    """Dask blocks choose their own lam: the library's strength scales each, as in memory."""
     _, noisy = _blobs((4, 64, 64))
     viewer = make_napari_viewer()
     src = viewer.add_image(da.from_array(noisy, chunks=(1, 64, 64)), name="lazy", contrast_limits=(0, 1))
     widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
     widget.image.value = src
     widget.multiplier.value = 1.5
-    assert press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT) == []
-    assert errors and "strength" in errors[-1] and "Dask" in errors[-1]
-    widget.lam_mode.value = "manual"
-    widget.lam.value = 0.05
-    [out] = press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)  # a lam given applies
-    assert isinstance(out.data, da.Array)
+    [out] = press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)
+    assert not errors and isinstance(out.data, da.Array)
+    expected = restore.denoise_wavelet_tree(noisy, strength=1.5, cycle_spins=widget.cycle_spins.value)
+    np.testing.assert_allclose(np.asarray(out.data), expected, rtol=1e-5, atol=1e-5)
 
 
 # ---------------------------------------------------------------------------
