@@ -514,8 +514,8 @@ _RATIO_PHOTON = 1.5
 # ... or, when being wrong costs more: a slope at least 3 standard errors above 0 (1e-3 one-sided) whose low end
 # (2 standard errors below it) still makes the variance grow 5x across the image's levels. Gaussian would then
 # misjudge the noise deviation by over 2x at one end (bright places left noisy, or dark ones smoothed away), while
-# texture that passes for noise in a photograph grows the variance by at most about 2.5x at that low end
-# (benchmarks/calibrate_noise_auto.py's photographs under Gaussian noise)
+# texture that passes for noise in a photograph grows the variance about 1.5x at that low end where its slope is
+# 3-4 standard errors (3.6x at most where it is more; benchmarks/calibrate_noise_auto.py's Gaussian photographs)
 _Z_PHOTON_LARGE = 3.0
 _LOW_SE = 2.0
 _RATIO_LARGE = 5.0
