@@ -86,11 +86,6 @@ def _pilot_shifts(n_shifts: int) -> int:
     return max(1, int(n_shifts * _PILOT_SPINS))
 
 
-def _use_wiener(wiener: bool | None) -> bool:
-    """The Wiener stage runs unless ``wiener`` is False: by default, on planes and volumes alike."""
-    return True if wiener is None else bool(wiener)
-
-
 def _wiener_passes(plan: _Plan, n_shifts: int) -> list[tuple[_Plan, int]]:
     """The Wiener stage's passes on arrays of ``plan``'s shape: the plan in each basis, and its shifts.
 

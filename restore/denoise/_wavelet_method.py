@@ -29,7 +29,6 @@ from ._stages import (
     _denoise_plane,
     _shrink_steps,
     _tree_shifts,
-    _use_wiener,
     _wiener_passes,
     _wiener_plane,
     _wiener_reach,
@@ -85,7 +84,7 @@ class WaveletTree:
                 cycle_spins, per_level, wiener, rng, axes, strength=1.0) -> WaveletTree:
         """The method's settings checked, for an image of ``shape`` and ``layout`` (no pixel read)."""
         n_shifts = max(check_int("cycle_spins", cycle_spins, min=0), 1)
-        check_choice("wiener", wiener, (None, True, False), plural="values")
+        check_choice("wiener", wiener, (True, False), plural="values")
         check_choice("per_level", per_level, (None, True, False), plural="values")
         sp_axes, ndim, n_channels = layout.sp_axes, layout.ndim, layout.n_channels
         if axes is not None and np.ndim(level) == 1 and len(level) == len(sp_axes):
@@ -108,7 +107,7 @@ class WaveletTree:
             lam_method, lams = None, tuple(check_per_channel("lam", lam, n_channels))
         strength = check_number("strength", strength, min=0.0)
         return cls(penalty, wavelet, levels, bool(penalize_approx), n_shifts, lam_method, lams, weights, per_level,
-                   _use_wiener(wiener), _seed(rng), strength)
+                   bool(wiener), _seed(rng), strength)
 
     @property
     def needs_sigma(self) -> bool:
@@ -278,7 +277,7 @@ def denoise_wavelet_tree(
     noise: str | NoiseEstimate = "auto",
     gain: float | None = None,
     per_level: bool | None = None,
-    wiener: bool | None = None,
+    wiener: bool = True,
     rng: int | np.random.Generator | None = None,
     progress: ProgressCallback | None = None,
     sliced_axes: Sequence[int] = (),
@@ -397,7 +396,7 @@ def denoise_wavelet_tree(
         With SURE, also choose a weight per detail level (the lam of level
         ``l`` is ``lam * weight[l]``), as :func:`choose_lam` does. Default
         (None): off.
-    wiener : bool, optional
+    wiener : bool, default True
         Refine the tree estimate by empirical Wiener filtering: the noisy
         coefficients in another orthonormal basis (with the same levels) are
         scaled by ``p**2 / (p**2 + sigma**2)``, ``p`` the pilot's
@@ -408,7 +407,7 @@ def denoise_wavelet_tree(
         with the first pass as pilot (``2 * cycle_spins`` shifts, at least
         2). The tree estimate then takes ``cycle_spins / 4`` shifts. It
         needs ``sigma`` (estimated when None, even with ``lam`` given).
-        Default (None): on. ``False`` gives the tree estimate alone: on
+        ``False`` gives the tree estimate alone: on
         planes in less than half the time, and about 0.9 dB worse on
         photographs (``benchmarks/bench_denoise.py --part default``).
     rng : int, sequence of int, numpy.random.SeedSequence or numpy.random.Generator, optional
