@@ -95,10 +95,11 @@ def block_mean(image: Any, factors: Sequence[int]) -> Any:
     ValueError
         When ``factors`` do not match ``image``'s axes or are not >= 1.
     """
-    factors = tuple(int(f) for f in factors)
-    if len(factors) != np.ndim(image) or min(factors, default=1) < 1:
+    given = tuple(factors)
+    factors = tuple(int(f) for f in given)
+    if len(factors) != np.ndim(image) or min(factors, default=1) < 1 or factors != given:
         raise ValueError(f"factors must be whole numbers >= 1, one per axis of the image of shape "
-                         f"{np.shape(image)}, got {factors}")
+                         f"{np.shape(image)}, got {given}")
     import dask
 
     if dask.is_dask_collection(image):

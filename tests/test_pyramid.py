@@ -93,3 +93,9 @@ def test_level_factors_follow_the_inputs_ratios_and_stop_before_an_empty_level()
         level_factors([(8, 8), (4, 4, 4)])
     with pytest.raises(ValueError, match="factors"):
         block_mean(np.zeros((4, 4)), (2,))
+
+
+@pytest.mark.parametrize("factors", [(1.9, 2.7), (2, 0), (2,), (2, 2, 2)])
+def test_factors_that_are_not_whole_numbers_one_per_axis_are_refused(factors):
+    with pytest.raises(ValueError, match="factors must be whole numbers"):
+        block_mean(np.zeros((8, 8)), factors)

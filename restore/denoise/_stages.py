@@ -70,9 +70,8 @@ _PILOT_SPINS = 0.25  # shifts of the tree pilot per cycle spin when the Wiener s
 # and odd planes the same treatment (with one shift, a dyadic transform along z favours one parity, and planes
 # alternate in quality: flicker when a stack is viewed plane by plane), for one more transform pair.
 _MIN_LAST_SHIFTS_3D = 2
-# ... on planes: 4 shifts (by one sample along y, x and both) leave a margin on both targets of the default call (no
-# cycle spin): 1.5 dB above scikit-image's BayesShrink on average on photos, and at most 0.15 s of CPU at 512 x 512;
-# 3 come close to the first, 5 to the second (``benchmarks/bench_denoise.py --part default``).
+# ... on planes: 4 shifts (by one sample along y, x and both), the fewest that meet both targets of the default call
+# (its gain over BayesShrink and its CPU time) that ``benchmarks/bench_denoise.py --part default`` measures.
 _MIN_LAST_SHIFTS_2D = 4
 
 
