@@ -103,4 +103,6 @@ def test_random_loss_is_never_worse_than_biharmonic(name, crop):
     mask = np.random.default_rng(1).random((128, 128)) < 0.7
     out = inpaint(img, mask, channel_axis=axis)
     np.testing.assert_array_equal(out[~mask], img[~mask])
-    assert masked_psnr(out, img, mask) >= masked_psnr(inpaint_biharmonic(img, mask, channel_axis=axis), img, mask)
+    # 0.01 dB: ties (nothing kept) differ by the solve's tolerance; the defect was -1.2 and -2.6 dB
+    assert masked_psnr(out, img, mask) > masked_psnr(inpaint_biharmonic(img, mask, channel_axis=axis), img,
+                                                     mask) - 0.01

@@ -23,7 +23,7 @@ _START_TRUNCATE = 3.0  # support of those Gaussians, in sd
 
 
 def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = None, *,
-                    warm: bool = False) -> np.ndarray:
+                    warm: bool = False, rtol: float = _CG_TOL) -> np.ndarray:
     """The image (channels last) with its missing pixels set to the biharmonic interpolant of the known ones.
 
     The interpolant of :func:`skimage.restoration.inpaint_biharmonic` (up
@@ -34,7 +34,8 @@ def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = 
     ``steps()`` after each channel of each band; the conjugate gradients
     report their iterations through ``steps.tick`` (for Cancel). ``warm``:
     the solve starts from ``img``'s values at the missing pixels (an
-    interpolant of nearly the same known pixels) instead of a local average.
+    interpolant of nearly the same known pixels) instead of a local average;
+    ``rtol``: the relative residual that ends the solve.
     """
     H, W, n_ch = img.shape
     out = img.copy()
@@ -45,7 +46,7 @@ def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = 
             core = np.zeros(sub.shape, dtype=bool)
             core[r0 - a:r1 - a] = True
             # the band's missing pixels in row-major order, of which those of the core rows are m's
-            out[r0:r1][m] = _biharmonic_band(img[a:b], sub, steps, warm)[core[sub]]
+            out[r0:r1][m] = _biharmonic_band(img[a:b], sub, steps, warm, rtol)[core[sub]]
         elif steps is not None:
             steps(n_ch)
     return out
@@ -86,7 +87,7 @@ def _normalized_convolution(img: np.ndarray, missing: np.ndarray) -> np.ndarray:
 
 
 def _biharmonic_band(img: np.ndarray, missing: np.ndarray, steps: Steps | None = None,
-                     warm: bool = False) -> np.ndarray:
+                     warm: bool = False, rtol: float = _CG_TOL) -> np.ndarray:
     """Biharmonic interpolation of one band (see :func:`biharmonic_fill`): its missing pixels (n, channels), float64.
 
     In row-major order; only the values next to missing pixels are read in float64 (the memory of 16 MP photos).
@@ -131,7 +132,7 @@ def _biharmonic_band(img: np.ndarray, missing: np.ndarray, steps: Steps | None =
     start = img[missing].astype(np.float64) if warm else _normalized_convolution(img, missing)
     values = np.empty((len(unknown), n_ch))
     for ch in range(n_ch):
-        x, _ = cg(A, rhs[:, ch], x0=start[:, ch], rtol=_CG_TOL, M=jacobi,
+        x, _ = cg(A, rhs[:, ch], x0=start[:, ch], rtol=rtol, M=jacobi,
                   maxiter=_CG_ITER_PER_SIDE * int(np.sqrt(len(unknown))) + _CG_ITER_MIN,
                   callback=None if steps is None else (lambda _x: steps.tick()))
         values[:, ch] = x
