@@ -109,7 +109,7 @@ def test_the_wavelet_tree_method_is_one_such_method():
     arr, layout, noise = check_call(image, channel_axis=None, axes=None, noise="gaussian", sigma=0.1, gain=None,
                                     progress=None)
     method = WaveletTree.checked(layout, arr.shape, lam=None, penalty="tree_l2", wavelet="db3", level=None,
-                                 penalize_approx=False, cycle_spins=2, per_level=None, wiener=None, rng=None, axes=None)
+                                 penalize_approx=False, cycle_spins=2, per_level=None, wiener=True, rng=None, axes=None)
     np.testing.assert_array_equal(drive(arr, layout, noise, method, None),
                                   denoise_wavelet_tree(image, sigma=0.1, cycle_spins=2))
 
