@@ -78,8 +78,12 @@ def nbytes(obj: Any, _seen: set | None = None) -> int:
     if isinstance(obj, (tuple, list)):
         return sum(nbytes(v, seen) for v in obj)
     values = list(getattr(obj, "__dict__", {}).values())
-    values += [getattr(obj, s) for cls in type(obj).__mro__ for s in getattr(cls, "__slots__", ())
-               if s != "__weakref__" and hasattr(obj, s)]
+    for cls in type(obj).__mro__:
+        for s in getattr(cls, "__slots__", ()):
+            try:  # the slot as it is: an unset one is not built by the class's __getattr__ (a lazy layout)
+                values.append(cls.__dict__[s].__get__(obj, cls))
+            except (AttributeError, KeyError):
+                pass
     return sum(nbytes(v, seen) for v in values)
 
 

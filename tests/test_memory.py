@@ -144,3 +144,11 @@ def test_a_cancelled_volume_in_blocks_holds_nothing_and_stops_every_block(big_vo
     time.sleep(1.0)
     assert len(calls) == n  # no block in flight reports after the call returned
     assert held <= CACHE_BYTES, f"{held / 1e6:.0f} MB held after the cancelled call (plans: at most the budget)"
+
+
+def test_a_wavelet_tree_holds_no_array_per_coefficient():
+    """A quad-tree or octree is walked by index arithmetic: the library keeps no per-coefficient arrays for it."""
+    from restore import wavelet_tree
+
+    held = _held_after(lambda: wavelet_tree((64, 128, 128), "haar", 3) and None)
+    assert held < 1e6, f"{held / 1e6:.0f} MB held for a tree of 1 M coefficients"
