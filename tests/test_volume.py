@@ -333,14 +333,15 @@ def test_a_lazy_volume_is_denoised_in_bounded_blocks_whatever_its_chunks(chunks)
 
 def test_a_sliced_axis_keeps_blocks_to_the_input_chunks_so_showing_a_slice_computes_a_chunks_depth():
     """napari shows a lazy volume one z slice at a time, and computes every block the slice crosses (issue 27,
-    item 12). By default a block's core spans 4 overlaps up to 128 voxels a side: on 64 planes chunked by 16, a
+    item 12). By default a block's core merges chunks as far as its memory allows: on 64 planes chunked by 16, a
     block holds all 64, so one slice computes the whole volume. With ``sliced_axes`` the cores along those axes
     keep to the input's chunks (at least 2**level): one slice computes a chunk's depth and its overlap."""
     da = pytest.importorskip("dask.array")
     x = da.zeros((256, 512, 512), chunks=(16, 128, 128), dtype=np.float32)  # lazy: nothing is allocated
-    assert max(denoise_wavelet_tree(x, axes=(0, 1, 2), sigma=0.1).chunks[0]) == 128  # the default: 8 chunks deep
+    assert max(denoise_wavelet_tree(x, axes=(0, 1, 2), sigma=0.1).chunks[0]) > 16  # the default: chunks merged
     out = denoise_wavelet_tree(x, axes=(0, 1, 2), sigma=0.1, sliced_axes=(0,))
-    assert out.shape == x.shape and max(out.chunks[0]) <= 16 and out.chunks[1:] == ((128,) * 4,) * 2
+    assert out.shape == x.shape and max(out.chunks[0]) <= 16
+    assert all(128 % c == 0 for c in out.chunks[1] + out.chunks[2])  # the other axes keep to the chunks too
     for chunks in [(1, 512, 512), (7, 128, 128), (256, 64, 64)]:  # planes of a microscope's store, odd, deep
         y = da.zeros((256, 512, 512), chunks=chunks, dtype=np.float32)
         z = denoise_wavelet_tree(y, axes=(0, 1, 2), sigma=0.1, sliced_axes=(0,))

@@ -692,14 +692,15 @@ def test_the_defaults_peak_below_the_target_and_agree_with_memory(tmp_path):
 
 
 def test_the_plan_and_tree_caches_are_bounded_in_bytes_not_in_entries():
-    """Blocks of a chunked volume come in up to 27 shapes, and a tree costs about 80 bytes per coefficient."""
+    """Blocks of a chunked volume come in up to 27 shapes; a plan costs about 8 bytes a voxel (a wavelet tree, walked
+    by index arithmetic, next to nothing)."""
     from restore._cache import CACHE_BYTES, nbytes
     from restore.denoise._transform import _plan
     from restore.wavelet import _tree
 
-    for k in range(12):  # twelve block shapes of about 0.1 M voxels (8 MB of tree) each
-        denoise_wavelet_tree(np.zeros((24 + 4 * (k % 3), 60 + 4 * (k // 3), 64)), axes=(0, 1, 2), sigma=0.1,
+    for k in range(12):  # twelve block shapes of about 0.8 M voxels (6 MB of plan) each: 75 MB in all
+        denoise_wavelet_tree(np.zeros((88 + 4 * (k % 3), 92 + 4 * (k // 3), 96)), axes=(0, 1, 2), sigma=0.1,
                              lam=0.1, level=2, wavelet="haar", wiener=False)
-    for cache in (_plan, _tree):
-        held = cache.cache_values()
-        assert 1 < len(held) < 12 and sum(nbytes(v) for v in held) <= CACHE_BYTES
+    plans, trees = _plan.cache_values(), _tree.cache_values()
+    assert 1 < len(plans) < 12 and sum(nbytes(v) for v in plans) <= CACHE_BYTES
+    assert trees and sum(nbytes(v) for v in trees) <= CACHE_BYTES
