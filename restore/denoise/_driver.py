@@ -88,8 +88,8 @@ _MAX_CORE = {2: 1024, 3: 128}
 # block as float64, its transforms with 8 cycle spins, the Wiener stage: tracemalloc on blocks of 96**3 to 128**3
 # voxels; 200 while the cache's accounting built the tree's general layout), and 300 in the command line's process
 # while it also reads ahead, writes and keeps freed memory in its allocator (VmHWM less the process's 0.2 GB at rest,
-# with blocks of 128**3 voxels, benchmarks/bench_store_memory.py; not measured again since). Planes: 151 bytes at the method's peak (1536 x 1536). Cheaper settings cost
-# less: an upper bound for them.
+# with blocks of 128**3 voxels, benchmarks/bench_store_memory.py; not measured again since). Planes: 151 bytes at
+# the method's peak (1536 x 1536). Cheaper settings cost less: an upper bound for them.
 _BYTES_PER_VOXEL = {2: 200, 3: 300}
 # Bytes of blocks being denoised at once in a process (one block always runs): the 0.75 GB a volume of any size may
 # take from the command line on 2 cores (issue 29), less the 0.2 GB the process holds at rest (the interpreter,
