@@ -133,6 +133,42 @@ def _cached(cache: dict, key: str, run) -> tuple[float, float]:
     return tuple(cache[key])
 
 
+def _against(args, cache: dict, load, seed_tag: str, denoise, anchor: str, run_anchor) -> list[tuple]:
+    """PSNR and CPU seconds of ours and of the anchor on the same noisy crops, per image and sigma of ``args``.
+
+    ``denoise(y, s)`` gives ``(out, CPU s)``; ``run_anchor(y, s)`` gives its
+    output, timed here and cached under the anchor's name.
+    """
+    rows = []
+    for name in args.images:
+        x = load(name, args.crop)
+        for sig in args.sigmas:
+            s = sig / 255
+            rng = np.random.default_rng(zlib.crc32(f"{name}-{sig}{seed_tag}".encode()))
+            y = x + s * rng.standard_normal(x.shape)
+            out, cpu = denoise(y, s)
+            p = _psnr(x, out)
+
+            def run(y=y, s=s, x=x):
+                t = time.process_time()
+                z = run_anchor(y, s)
+                return _psnr(x, z), time.process_time() - t
+
+            pb, cpub = _cached(cache, f"{anchor.lower()}:{name}:{sig}:{args.crop}", run)
+            rows.append((name, sig, p, pb, cpu, cpub))
+            note(f"{name} sigma {sig:g}: ours {p:.2f} dB, {anchor} {pb:.2f} dB ({p - pb:+.2f}), "
+                 f"CPU {cpu:.2f} s / {cpub:.2f} s")
+    if args.bm_cache:
+        Path(args.bm_cache).write_text(json.dumps(cache, indent=1))
+    return rows
+
+
+def _rows_table(rows: list[tuple], anchor: str, title: str) -> str:
+    return table(["image", "sigma", "ours dB", f"{anchor} dB", "diff dB", "ours CPU s", f"{anchor} CPU s", "CPU ratio"],
+                 [(n, f"{sg:g}", f"{p:.2f}", f"{pb:.2f}", f"{p - pb:+.2f}", f"{c:.2f}", f"{cb:.2f}", f"{c / cb:.3f}")
+                  for n, sg, p, pb, c, cb in rows], title=title)
+
+
 def photos(args) -> None:
     import bm3d
 
@@ -140,31 +176,9 @@ def photos(args) -> None:
     cache = json.loads(Path(args.bm_cache).read_text()) if args.bm_cache and Path(args.bm_cache).exists() else {}
     warm = np.random.default_rng(0).random((64, 64))
     ours(warm, 0.1, args.spins, settings)  # compile / load the kernels outside the timings
-    rows = []
-    for name in args.images:
-        x = _grey(name, args.crop)
-        for sig in args.sigmas:
-            s = sig / 255
-            rng = np.random.default_rng(zlib.crc32(f"{name}-{sig}".encode()))
-            y = x + s * rng.standard_normal(x.shape)
-            out, cpu = ours(y, s, args.spins, settings)
-            p = _psnr(x, out)
-
-            def run_bm3d(y=y, s=s, x=x):
-                t = time.process_time()
-                z = bm3d.bm3d(y, sigma_psd=s)
-                return _psnr(x, z), time.process_time() - t
-
-            pb, cpub = _cached(cache, f"bm3d:{name}:{sig}:{args.crop}", run_bm3d)
-            rows.append((name, sig, p, pb, cpu, cpub))
-            note(f"{name} sigma {sig:g}: ours {p:.2f} dB, BM3D {pb:.2f} dB ({p - pb:+.2f}), "
-                 f"CPU {cpu:.2f} s / {cpub:.2f} s")
-    if args.bm_cache:
-        Path(args.bm_cache).write_text(json.dumps(cache, indent=1))
-    print(table(["image", "sigma", "ours dB", "BM3D dB", "diff dB", "ours CPU s", "BM3D CPU s", "CPU ratio"],
-                [(n, f"{sg:g}", f"{p:.2f}", f"{pb:.2f}", f"{p - pb:+.2f}", f"{c:.2f}", f"{cb:.2f}", f"{c / cb:.3f}")
-                 for n, sg, p, pb, c, cb in rows],
-                title=f"Grey photos, {args.crop} x {args.crop} centre crops: non-local tree vs BM3D"))
+    rows = _against(args, cache, _grey, "", lambda y, s: ours(y, s, args.spins, settings),
+                    "BM3D", lambda y, s: bm3d.bm3d(y, sigma_psd=s))
+    print(_rows_table(rows, "BM3D", f"Grey photos, {args.crop} x {args.crop} centre crops: non-local tree vs BM3D"))
     print()
     summary = []
     for sig in args.sigmas + ["all"]:
@@ -188,33 +202,14 @@ def colour(args) -> None:
     cache = json.loads(Path(args.bm_cache).read_text()) if args.bm_cache and Path(args.bm_cache).exists() else {}
     warm = np.random.default_rng(0).random((64, 64, 3))
     restore.denoise_nonlocal_tree(warm, sigma=0.1, channel_axis=-1)  # compile / load the kernels outside the timings
-    rows = []
-    for name in args.images:
-        x = _colour(name, args.crop)
-        for sig in args.sigmas:
-            s = sig / 255
-            rng = np.random.default_rng(zlib.crc32(f"{name}-{sig}-rgb".encode()))
-            y = x + s * rng.standard_normal(x.shape)
-            t = time.process_time()
-            out = restore.denoise_nonlocal_tree(y, sigma=s, channel_axis=-1)
-            cpu = time.process_time() - t
-            p = _psnr(x, out)
+    def theirs(y, s):
+        t = time.process_time()
+        out = restore.denoise_nonlocal_tree(y, sigma=s, channel_axis=-1)
+        return out, time.process_time() - t
 
-            def run_cbm3d(y=y, s=s, x=x):
-                t = time.process_time()
-                z = bm3d.bm3d_rgb(y, s)
-                return _psnr(x, z), time.process_time() - t
-
-            pb, cpub = _cached(cache, f"cbm3d:{name}:{sig}:{args.crop}", run_cbm3d)
-            rows.append((name, sig, p, pb, cpu, cpub))
-            note(f"{name} sigma {sig:g}: ours {p:.2f} dB, CBM3D {pb:.2f} dB ({p - pb:+.2f}), "
-                 f"CPU {cpu:.2f} s / {cpub:.2f} s")
-    if args.bm_cache:
-        Path(args.bm_cache).write_text(json.dumps(cache, indent=1))
-    print(table(["image", "sigma", "ours dB", "CBM3D dB", "diff dB", "ours CPU s", "CBM3D CPU s", "CPU ratio"],
-                [(n, f"{sg:g}", f"{p:.2f}", f"{pb:.2f}", f"{p - pb:+.2f}", f"{c:.2f}", f"{cb:.2f}", f"{c / cb:.3f}")
-                 for n, sg, p, pb, c, cb in rows],
-                title=f"Colour photos, {args.crop} x {args.crop} centre crops: non-local tree vs CBM3D"))
+    rows = _against(args, cache, _colour, "-rgb", theirs, "CBM3D", bm3d.bm3d_rgb)
+    print(_rows_table(rows, "CBM3D",
+                      f"Colour photos, {args.crop} x {args.crop} centre crops: non-local tree vs CBM3D"))
     d = np.array([r[2] - r[3] for r in rows])
     ratio = sum(r[4] for r in rows) / sum(r[5] for r in rows)
     print(f"\nmean diff {d.mean():+.2f} dB, worst {d.min():+.2f} dB, CPU ratio {ratio:.3f}; target (issue 28) within "
