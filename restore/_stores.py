@@ -629,20 +629,16 @@ def _on_chunks(data: Any, chunks: tuple[tuple[int, ...], ...]) -> Any:
 def _pyramid(like: ZarrInput, shape: tuple[int, ...]) -> list[tuple[str, tuple, tuple, tuple]]:
     """The levels below the full resolution to write, as the input has them: path, shape, chunks and factors.
 
-    Each level halves (or divides by any whole factor, per axis) the level
-    above it as the input's did (the ratio of their shapes, rounded), with
-    whole blocks only: an odd size loses its last voxel. The chunks are the
-    input level's. The pyramid stops before a level with no voxels.
+    Shapes and factors are :func:`restore.pyramid.level_factors`'s (each level
+    divides the one above it as the input's did, whole blocks only); the
+    chunks are the input level's.
     """
-    out, above_input, above = [], tuple(like.data.shape), tuple(shape)
-    for path, level_shape, chunks in like.pyramid:
-        factors = tuple(max(1, round(a / b)) for a, b in zip(above_input, level_shape, strict=True))
-        new = tuple(n // f for n, f in zip(above, factors, strict=True))
-        if min(new) < 1:
-            break
-        out.append((path, new, tuple(min(c, n) for c, n in zip(chunks, new, strict=True)), factors))
-        above_input, above = level_shape, new
-    return out
+    from .pyramid import level_factors
+
+    levels = level_factors([tuple(like.data.shape), *(s for _, s, _ in like.pyramid)], shape)
+    # strict=False: the levels stop before an empty one
+    return [(path, new, tuple(min(c, n) for c, n in zip(chunks, new, strict=True)), factors)
+            for (path, _, chunks), (new, factors) in zip(like.pyramid, levels, strict=False)]
 
 
 def _datasets(level0: dict, levels: list, ndim: int) -> list[dict]:
@@ -670,18 +666,12 @@ def _datasets(level0: dict, levels: list, ndim: int) -> list[dict]:
 
 
 def _downsample(above: Any, factors: tuple[int, ...], chunks: tuple[int, ...]) -> Any:
-    """The means of blocks of ``factors`` voxels of a stored level (lazy), in its dtype (integers rounded)."""
+    """The means of blocks of ``factors`` voxels of a stored level (lazy, :func:`restore.pyramid.block_mean`)."""
     import dask.array as da
 
-    src = da.from_zarr(above)
-    # whole blocks in every chunk: what coarsen reduces chunk by chunk
-    src = src.rechunk(tuple(max(f, c // f * f) for c, f in zip(src.chunksize, factors, strict=True)))
-    mean = da.coarsen(np.mean, src, dict(enumerate(factors)), trim_excess=True)
-    if above.dtype.kind in "iu":
-        mean = da.rint(mean)
-    elif above.dtype.kind == "b":
-        mean = mean >= 0.5
-    return mean.astype(above.dtype).rechunk(chunks)
+    from .pyramid import block_mean
+
+    return block_mean(da.from_zarr(above), factors).rechunk(chunks)
 
 
 def write_tiff(path: Path, data: Any, options: dict, *, progress: bool = True) -> None:
