@@ -21,3 +21,18 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def cpu_by_method(code: str, key=float) -> dict:
+    """Run ``code`` in a fresh interpreter; it prints ``method key seconds`` lines: ``{method: {key: seconds}}``."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    cpu: dict = {}
+    for line in done.stdout.split("\n"):
+        if line.strip():
+            method, k, seconds = line.split()
+            cpu.setdefault(method, {})[key(k)] = float(seconds)
+    return cpu

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from process_helpers import cpu_by_method
 from skimage import data, io
 
 from restore.evaluate import evaluate_denoising, markdown_table
@@ -241,13 +242,7 @@ def test_the_first_timed_call_of_a_process_does_not_pay_for_loading_kernels(imag
         for r in rows:
             print(r["method"], r["sigma"], r["cpu_seconds"])
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    cpu = {}
-    for line in done.stdout.split("\n"):
-        if line.strip():
-            method, sigma, seconds = line.split()
-            cpu.setdefault(method, {})[float(sigma)] = float(seconds)
+    cpu = cpu_by_method(code)
     assert set(cpu) == {"l0", "tree_l2", "bayes_shrink", "nonlocal"}
     for method, by_sigma in cpu.items():
         first, second = by_sigma[25.0], by_sigma[25.001]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from process_helpers import cpu_by_method
 
 from restore.cli import main
 from restore.evaluate import evaluate_volumes, load_volumes
@@ -286,7 +287,6 @@ def test_an_unreadable_or_ambiguous_file_is_refused_naming_it(tmp_path):
 
 def test_the_first_timed_call_of_a_process_does_not_pay_for_loading_kernels(volume_dir, tmp_path):
     """A fresh interpreter: each method's CPU time on the first draw is that of the second (the same work)."""
-    import subprocess
     import textwrap
 
     code = textwrap.dedent(f"""
@@ -297,13 +297,7 @@ def test_the_first_timed_call_of_a_process_does_not_pay_for_loading_kernels(volu
         for r in rows:
             print(r["method"], r["draw"], r["cpu_seconds"])
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    cpu = {}
-    for line in done.stdout.split("\n"):
-        if line.strip():
-            method, draw, seconds = line.split()
-            cpu.setdefault(method, {})[int(draw)] = float(seconds)
+    cpu = cpu_by_method(code, key=int)
     assert set(cpu) == {"planes", "octree", "skimage-3d", "nonlocal"}
     for method, by_draw in cpu.items():
         # loading numba's cache or scikit-image's modules costs 0.1-1 s, many times this crop's work
