@@ -84,9 +84,12 @@ WARM_KEY = "denoise"
 METHODS = {"wavelet": "wavelet tree: fast", "nonlocal": "non-local tree: best quality"}
 #: What a result layer's name says of each method (the wavelet method's names its penalty).
 METHOD_TAGS = {"nonlocal": "non-local"}
-#: One SURE choice of lam costs about as much as denoising with this many shifts (1024 x 1024, tree_l2):
-#: it sets how much of a plane's progress bar SURE takes.
-SURE_COST_IN_SHIFTS = 15
+#: The costs that split a unit's progress bar between choosing lam and denoising, in units of one cycle spin of
+#: the tree stage: a choice (SURE or the rule: each transforms once) costs about half a spin, and the denoising
+#: about this base (its Wiener stage and tree pilot) plus one per spin; as timed on grey and colour planes and
+#: on volumes with tree_l2.
+LAM_CHOICE_COST_IN_SPINS = 0.5
+DENOISE_BASE_COST_IN_SPINS = 2.5
 
 
 # ---------------------------------------------------------------------------
@@ -373,10 +376,8 @@ def denoise_unit(control: Control, unit: Any, params: DenoiseParams, rgb: bool, 
 
 
 def _choice_share(params: DenoiseParams) -> float:
-    """The part of a unit's progress spent choosing lam (SURE costs about as much as a few shifts)."""
-    if params.lam_mode != "sure":
-        return 0.05
-    return SURE_COST_IN_SHIFTS / (SURE_COST_IN_SHIFTS + max(1, params.cycle_spins))
+    """The part of a unit's progress spent choosing lam: about its share of the time."""
+    return LAM_CHOICE_COST_IN_SPINS / (LAM_CHOICE_COST_IN_SPINS + DENOISE_BASE_COST_IN_SPINS + params.cycle_spins)
 
 
 @dataclass(frozen=True)
@@ -484,7 +485,8 @@ def noise_sample(source: Source, n_spatial: int) -> np.ndarray:
 #: samples, far more than the noise-level function needs, and a chunk or two of depth read, not the volume.
 LAZY_SAMPLE_PLANES = 16
 
-#: Photon-noise estimate's time per sampled voxel over denoising's per voxel (ratio): sets its share of the bar.
+#: Photon-noise estimate's time per sampled voxel over denoising's per voxel with no cycle spins (ratio): sets its
+#: share of the bar.
 ESTIMATE_COST_RATIO = 0.04
 
 
@@ -495,7 +497,7 @@ def _estimate_share(source: Source, params: DenoiseParams, voxels: int | None = 
     shape = np.shape(source.data)
     n = int(np.prod(shape[:len(shape) - source.rgb], dtype=np.int64)) if voxels is None else voxels
     est = ESTIMATE_COST_RATIO * min(n, NOISE_SAMPLE_VOXELS)
-    work = n * (1.0 + params.cycle_spins / 8)  # 8 shifts about double the cost of a volume
+    work = n * (DENOISE_BASE_COST_IN_SPINS + params.cycle_spins) / DENOISE_BASE_COST_IN_SPINS  # over no spins'
     return float(np.clip(est / (est + work), 0.01, 0.5))
 
 
