@@ -1,7 +1,9 @@
 """Benchmark the non-local tree core (:mod:`restore._nonlocal`) against BM3D (photos) and BM4D (volumes).
 
-Photos (default mode). Each image of ``--images`` (default: the photos of
-``../shared/images``), converted to grey (:func:`skimage.color.rgb2gray`) in
+Photos (default mode). Each image of ``--images`` (default: the 8 photos of
+``../shared/images`` and 4 grey ones of :mod:`skimage.data`, camera, moon,
+coins and grass: 12 natural images, as Table 1 of the paper has; a name is
+looked up in ``../shared/images`` first), converted to grey (:func:`skimage.color.rgb2gray`) in
 [0, 1], centre-cropped to ``--crop`` x ``--crop``; for each sigma of
 ``--sigmas`` (in 8-bit units), ``y = x + sigma/255 * N(0, 1)`` (seed from the
 image name and sigma). Ours: ``nonlocal_denoise(y, pilot, sigma/255)`` with
@@ -73,6 +75,16 @@ from _report import note, table
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT.parent / "shared" / "images"
 PHOTOS = ("astronaut", "barbara", "coffee", "kodim23", "monarch", "sail", "tulips", "chelsea")
+SKIMAGE_GREY = ("camera", "moon", "coins", "grass")  # natural grey photographs that ship with scikit-image
+
+
+def _read(name: str) -> np.ndarray:
+    """The image ``name`` as floats in [0, 1]: from ``../shared/images``, else from :mod:`skimage.data`."""
+    from skimage import data, io
+    from skimage.util import img_as_float
+
+    path = IMAGES / f"{name}.png"
+    return img_as_float(io.imread(path) if path.exists() else getattr(data, name)())
 
 
 def _psnr(x: np.ndarray, z: np.ndarray) -> float:
@@ -80,10 +92,9 @@ def _psnr(x: np.ndarray, z: np.ndarray) -> float:
 
 
 def _grey(name: str, crop: int) -> np.ndarray:
-    from skimage import color, io
-    from skimage.util import img_as_float
+    from skimage import color
 
-    im = img_as_float(io.imread(IMAGES / f"{name}.png"))
+    im = _read(name)
     if im.ndim == 3:
         im = color.rgb2gray(im[..., :3])
     h, w = im.shape
@@ -92,10 +103,7 @@ def _grey(name: str, crop: int) -> np.ndarray:
 
 
 def _colour(name: str, crop: int) -> np.ndarray:
-    from skimage import io
-    from skimage.util import img_as_float
-
-    im = img_as_float(io.imread(IMAGES / f"{name}.png"))[..., :3]
+    im = _read(name)[..., :3]
     h, w = im.shape[:2]
     c0, c1 = max(0, (h - crop) // 2), max(0, (w - crop) // 2)
     return np.ascontiguousarray(im[c0:c0 + crop, c1:c1 + crop])
@@ -283,7 +291,8 @@ def volumes(args) -> None:
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--images", nargs="+", default=[p for p in PHOTOS if (IMAGES / f"{p}.png").exists()])
+    ap.add_argument("--images", nargs="+", default=None,
+                    help="photos (default: those of ../shared/images, and camera, moon, coins, grass but in colour)")
     ap.add_argument("--sigmas", nargs="+", type=float, default=None,
                     help="noise levels, 8-bit units (default 10 25 50; 25 with --colour)")
     ap.add_argument("--crop", type=int, default=256)
@@ -302,6 +311,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     if args.colour and args.volumes:
         ap.error("--colour and --volumes are separate runs: give one of them")
+    if args.images is None:
+        args.images = [p for p in PHOTOS if (IMAGES / f"{p}.png").exists()]
+        args.images += [] if args.colour else list(SKIMAGE_GREY)
     args.sigmas_given = args.sigmas is not None
     if args.sigmas is None:
         args.sigmas = [10, 25, 50]

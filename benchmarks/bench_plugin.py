@@ -1,19 +1,22 @@
 """How the napari plugin feels on one large plane: progress, Cancel latency, preview time, dock heights.
 
-    .venv/bin/python benchmarks/bench_plugin.py [--size 4096] [--spins 8]
+    .venv/bin/python benchmarks/bench_plugin.py [--size 4096] [--spins N] [--method wavelet nonlocal]
 
 Opens a real napari window (its own Xvfb display when none is set, Qt's
 ``xcb`` platform), docks the three widgets through the manifest and presses
 them as a user would, on one noisy float32 plane of ``size x size`` with
-``spins`` cycle spins and lam by SURE:
+``spins`` cycle spins (default: the widget's) and lam by SURE, for each
+``method`` of the Denoise widget:
 
 - Denoise: the time between progress updates of the bar, the time from
   Cancel to the widget being idle and to the library call having stopped
-  (pressed during SURE, then during the shifts), and a whole run;
+  (pressed early, then with the bar past three quarters), and a whole run;
 - Preview: time to the first (rule) and final (SURE) preview of the view
   zoomed out (a region capped around the centre) and zoomed in, and how long
   it keeps working once unticked;
 - the docks' ``sizeHint`` heights.
+
+The printed tables go to ``benchmarks/results/bench_plugin.md``.
 
 Numbers depend on the machine and its load; the first call at a new plane
 shape also builds the wavelet tree (not interruptible), which is timed
@@ -31,8 +34,10 @@ import threading
 import time
 
 import numpy as np
+from _report import git_state, load_avg, table
 
 PLUGIN = "restore-tree"
+EARLY_CANCEL_S = 0.3  # Cancel this long after Apply: while lam is chosen or just after
 
 
 def _display() -> subprocess.Popen | None:
@@ -55,8 +60,17 @@ def main() -> None:
     """Run the measurements and print them."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", type=int, default=4096)
-    ap.add_argument("--spins", type=int, default=8)
+    ap.add_argument("--spins", type=int, default=None, help="cycle spins (default: the widget's)")
+    ap.add_argument("--method", nargs="+", default=["wavelet", "nonlocal"], choices=["wavelet", "nonlocal"])
     args = ap.parse_args()
+    from _report import record_results  # the printed tables also go to benchmarks/results/bench_plugin.md
+
+    with record_results("bench_plugin"):
+        _run(args)
+
+
+def _run(args: argparse.Namespace) -> None:
+    """Open napari, dock the widgets, and time them for each method."""
     xvfb = _display()
     os.environ.setdefault("QT_QPA_PLATFORM", "xcb")
     os.environ.setdefault("RESTORE_PLUGIN_SETTINGS", os.path.join("/tmp", f"bench_plugin_{os.getpid()}.ini"))
@@ -84,8 +98,9 @@ def main() -> None:
         img += (10 * rng.standard_normal((n, n))).astype(np.float32)
         t0 = time.perf_counter()
         restore.denoise_wavelet_tree(img, lam=5.0)
-        print(f"plane {n}x{n} float32, {args.spins} cycle spins, SURE")
-        print(f"  first library call at this shape (builds the wavelet tree): {time.perf_counter() - t0:.1f} s")
+        print(f"restore at {git_state()}; load average at start: {load_avg()}")
+        print(f"plane {n}x{n} float32, lam by SURE; first library call at this shape (builds the wavelet tree): "
+              f"{time.perf_counter() - t0:.1f} s")
 
         viewer = napari.Viewer(show=True)
         viewer.window._qt_window.resize(1600, 1000)  # noqa: SLF001 - a fixed window for comparable numbers
@@ -96,73 +111,81 @@ def main() -> None:
         for _ in range(50):
             app.processEvents()
         heights = {name: dock.sizeHint().height() for name, (dock, _) in docks.items()}
-        print("  dock sizeHint heights: " + ", ".join(f"{k} {v} px" for k, v in heights.items())
+        print("dock sizeHint heights: " + ", ".join(f"{k} {v} px" for k, v in heights.items())
               + f" (sum {sum(heights.values())} px)")
         w = docks["Denoise"][1]
         wait(lambda: not w.busy)
         w.image.value = layer
-        w.cycle_spins.value = args.spins
-
-        # progress and Cancel
-        for phase, delay in (("during SURE", 3.0), ("during the shifts", None)):
+        if args.spins is not None:
+            w.cycle_spins.value = args.spins
+        camera = viewer.scene.camera if hasattr(viewer, "scene") else viewer.camera
+        rows = []
+        for method in args.method:
+            if hasattr(w, "method"):  # an older widget has the wavelet method only
+                w.method.value = method
+            w.penalty.value = "tree_l2"
+            row = [method, w.cycle_spins.value]
+            # progress and Cancel, early in the run and once the bar is past three quarters
+            for delay in (EARLY_CANCEL_S, None):
+                stamps: list[float] = []
+                w.progress.changed.connect(lambda v, stamps=stamps: stamps.append(time.perf_counter()))
+                w.apply_button.clicked.emit()
+                t_start = time.perf_counter()
+                if delay is None:
+                    wait(lambda: w.progress.value > 0.75 * w.progress.max)
+                else:
+                    wait(lambda d=delay, t=t_start: time.perf_counter() - t > d)
+                w.cancel_button.clicked.emit()
+                idle = wait(lambda: not w.busy)
+                stopped = wait(lambda: _calls() == 0)
+                row += [f"{idle * 1000:.0f}", f"{idle + stopped:.2f}"]
+            before = set(viewer.layers)
             stamps = []
-            w.progress.changed.connect(lambda v, stamps=stamps: stamps.append((time.perf_counter(), v)))
+            w.progress.changed.connect(lambda v, s=stamps: s.append(time.perf_counter()))
             w.apply_button.clicked.emit()
             t_start = time.perf_counter()
-            if delay is None:  # into the shifts: past SURE's share of the bar
-                wait(lambda: w.progress.value > 0.75 * w.progress.max)
-            else:
-                wait(lambda d=delay, t=t_start: time.perf_counter() - t > d)
-            t_cancel = time.perf_counter()
-            w.cancel_button.clicked.emit()
+            total = wait(lambda b=before: not w.busy and len(viewer.layers) > len(b))
+            gaps = np.diff([t_start, *[t for t in stamps if t <= t_start + total]])
+            row += [f"{total:.1f}", len(gaps), f"{gaps.max():.2f}"]
+            for new in [lay for lay in viewer.layers if lay not in before]:
+                viewer.layers.remove(new)
+            # preview, zoomed out (a region capped around the centre) and zoomed in
+            for zoom in (None, 2.0):
+                viewer.reset_view()
+                if zoom is not None:
+                    camera.zoom = zoom
+                    camera.center = (n / 3, n / 3)
+                for _ in range(20):
+                    app.processEvents()
+                    time.sleep(0.01)
+                w.multiplier.value = 1.0 + (0.01 if zoom else 0.0)  # SURE itself is cached per region
+                w.preview.value = True
+                first = wait(lambda: "big [preview]" in viewer.layers)
+                final = first + wait(lambda: not w.busy)
+                prev = viewer.layers["big [preview]"]
+                row += [f"{prev.data.shape[-2]}x{prev.data.shape[-1]}", f"{first:.2f}", f"{final:.2f}"]
+                w.preview.value = False
+                app.processEvents()
+            # untick while it works
+            viewer.reset_view()
+            w.multiplier.value = 1.3
+            w.penalty.value = "tree_linf"  # not cached: SURE runs again
+            w.preview.value = True
+            wait(lambda: w.busy)
+            time.sleep(0.5)
+            w.preview.value = False
             idle = wait(lambda: not w.busy)
             stopped = wait(lambda: _calls() == 0)
-            gaps = np.diff([t_start] + [t for t, _ in stamps if t <= t_cancel])
-            print(f"  Cancel {phase} (after {t_cancel - t_start:.1f} s, bar at {w.progress.value}/"
-                  f"{w.progress.max}): idle after {idle * 1000:.0f} ms, library call stopped after "
-                  f"{(idle + stopped):.2f} s; bar updated {len(gaps)} times, longest gap {gaps.max():.2f} s")
-        stamps = []
-        w.progress.changed.connect(lambda v: stamps.append(time.perf_counter()))
-        w.apply_button.clicked.emit()
-        t_start = time.perf_counter()
-        total = wait(lambda: not w.busy and "big [tree_l2]" in viewer.layers)
-        gaps = np.diff([t_start, *stamps])
-        print(f"  whole run (SURE cached by the cancelled runs or not): {total:.1f} s, bar updated "
-              f"{len(stamps)} times, longest gap {gaps.max():.2f} s")
-        viewer.layers.remove("big [tree_l2]")
-
-        # preview
-        camera = viewer.scene.camera if hasattr(viewer, "scene") else viewer.camera
-        for view, zoom in (("zoomed out (whole plane in view)", None), ("zoomed in (about 800 x 500 pixels)", 2.0)):
-            viewer.reset_view()
-            if zoom is not None:
-                camera.zoom = zoom
-                camera.center = (n / 3, n / 3)
-            for _ in range(20):
-                app.processEvents()
-                time.sleep(0.01)
-            w.multiplier.value = 1.0 + (0.01 if zoom else 0.0)  # SURE itself is cached per region
-            w.preview.value = True
-            first = wait(lambda: "big [preview]" in viewer.layers)
-            final = first + wait(lambda: not w.busy)
-            prev = viewer.layers["big [preview]"]
-            print(f"  Preview {view}: region {prev.data.shape[-2]}x{prev.data.shape[-1]}, first shown after "
-                  f"{first:.2f} s, final after {final:.2f} s ({w.status.value})")
-            w.preview.value = False
-            app.processEvents()
-        # untick while it works
-        viewer.reset_view()
-        w.multiplier.value = 1.3
-        w.penalty.value = "tree_linf"  # not cached: SURE runs again
-        w.preview.value = True
-        wait(lambda: w.busy)
-        time.sleep(0.5)
-        t0 = time.perf_counter()
-        w.preview.value = False
-        idle = wait(lambda: not w.busy)
-        stopped = wait(lambda: _calls() == 0)
-        print(f"  Preview unticked while working: idle after {idle * 1000:.0f} ms, library call stopped after "
-              f"{idle + stopped:.2f} s")
+            row += [f"{idle * 1000:.0f}", f"{idle + stopped:.2f}"]
+            rows.append(row)
+        print()
+        print(table(["method", "spins", "Cancel early: idle ms", "call stopped s", "Cancel late: idle ms",
+                     "call stopped s", "Apply s", "bar updates", "longest gap s", "preview out: region",
+                     "first s", "final s", "preview in: region", "first s", "final s", "untick: idle ms",
+                     "call stopped s"], rows,
+                    title=f"Denoise widget on a {n}x{n} plane (Cancel early: {EARLY_CANCEL_S} s after Apply; "
+                          "late: bar past 75 %)"))
+        print(f"load average at end: {load_avg()}")
         viewer.close()
     finally:
         if xvfb is not None:
