@@ -9,7 +9,8 @@ the tree-l2 norm (:func:`restore._core.prox_tree_l2`, the kernel of
 :func:`restore.prox`), :func:`synthesise` and :func:`fista_step`, and
 :func:`aggregate`. Small kernels, not one fused one: each compiles in well
 under a second, and the matching and the prox reuse the kernels the denoiser
-and the coder compile.
+and the coder compile; :func:`analyse` and :func:`synthesise` are one kernel
+(:func:`transform_groups`), compiled once.
 
 Kernels use the flags of :mod:`restore._config` (``cache=True``,
 ``nogil=True``: callers run them on their own threads).
@@ -47,41 +48,6 @@ def patch_features(L, o0a, o0b, p, step, out):
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def _transform_rows(X, K, KT, tmp, n, k, p):
-    """X[i, m] <- K X[i, m] K^T for each patch (p x p) m of each row i < n (``KT`` is K's transpose).
-
-    Both products run with their innermost loop along contiguous rows (so
-    that it vectorises).
-    """
-    q = p * p
-    for i in range(n):
-        x = X[i]
-        for m in range(k):
-            base = m * q
-            for j in range(q):
-                tmp[j] = 0.0
-            for a in range(p):  # tmp = K P
-                for t in range(p):
-                    kat = K[a, t]
-                    for c in range(p):
-                        tmp[a * p + c] += kat * x[base + t * p + c]
-            for j in range(q):
-                x[base + j] = 0.0
-            for a in range(p):  # P' = tmp K^T: row a of P' is sum_t tmp[a, t] * row t of K^T
-                for t in range(p):
-                    v = tmp[a * p + t]
-                    for b in range(p):
-                        x[base + a * p + b] += v * KT[t, b]
-
-
-@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def _haar_rows(X, n, k, q, tmp, inverse):
-    """Orthonormal Haar transform along the ``k`` patches (of ``q`` values) of each row i < n of X, in place."""
-    for i in range(n):
-        haar_group(X[i], k, q, tmp, inverse)
-
-
-@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def gather_groups(U, known, idx, soff, X, Kn):
     """The patches of the groups ``idx`` (n, k, 3) (first index relative to ``soff``) of ``U`` (H, W) into X (n, k p^2).
 
@@ -100,21 +66,55 @@ def gather_groups(U, known, idx, soff, X, Kn):
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def transform_groups(X, A, AT, k, p, inverse):
+    """Group coefficients in place: ``A P A^T`` for each patch P (p x p) of each row of X, then Haar along the group.
+
+    With ``inverse``, the inverse: Haar's inverse, then ``A^T P A``. One
+    kernel for both directions (a run-time flag, not two kernels or a
+    constant argument, each of which numba would compile on its own). Both
+    products run with their innermost loop along contiguous rows (so that
+    it vectorises).
+    """
+    n = X.shape[0]
+    q = p * p
+    tmp = np.empty(max(k * q, q))
+    if inverse:
+        for i in range(n):
+            haar_group(X[i], k, q, tmp, True)
+        K, KT = AT, A
+    else:
+        K, KT = A, AT
+    for i in range(n):
+        x = X[i]
+        for m in range(k):
+            base = m * q
+            for j in range(q):
+                tmp[j] = 0.0
+            for a in range(p):  # tmp = K P
+                for t in range(p):
+                    kat = K[a, t]
+                    for c in range(p):
+                        tmp[a * p + c] += kat * x[base + t * p + c]
+            for j in range(q):
+                x[base + j] = 0.0
+            for a in range(p):  # P' = tmp K^T: row a of P' is sum_t tmp[a, t] * row t of K^T
+                for t in range(p):
+                    v = tmp[a * p + t]
+                    for b in range(p):
+                        x[base + a * p + b] += v * KT[t, b]
+    if not inverse:
+        for i in range(n):
+            haar_group(X[i], k, q, tmp, False)
+
+
 def analyse(X, A, AT, k, p):
     """Group coefficients in place: ``A P A^T`` for each patch P of each row of X, then Haar along the group."""
-    n = X.shape[0]
-    tmp = np.empty(max(k * p * p, p * p))
-    _transform_rows(X, A, AT, tmp, n, k, p)
-    _haar_rows(X, n, k, p * p, tmp, False)
+    transform_groups(X, A, AT, k, p, False)
 
 
-@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def synthesise(X, A, AT, k, p):
     """The inverse of :func:`analyse`, in place."""
-    n = X.shape[0]
-    tmp = np.empty(max(k * p * p, p * p))
-    _haar_rows(X, n, k, p * p, tmp, True)
-    _transform_rows(X, AT, A, tmp, n, k, p)
+    transform_groups(X, A, AT, k, p, True)
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
