@@ -296,13 +296,14 @@ class MethodInfo:
 
 
 def denoise_plane(control: Control, plane: Any, params: DenoiseParams, rgb: bool, cache: LruCache | None = None,
-                  key: Hashable | None = None, span: tuple[float, float] = (0.0, 1.0), text: str = ""
-                  ) -> Generator[Progress | None, None, tuple[np.ndarray, LamInfo]]:
+                  key: Hashable | None = None, span: tuple[float, float] = (0.0, 1.0), text: str = "",
+                  wiener: bool = True) -> Generator[Progress | None, None, tuple[np.ndarray, LamInfo]]:
     """Denoise one plane (2-D, or 2-D + colour when ``rgb``) under Gaussian noise, reporting progress on ``span``.
 
     A generator for a task: it yields the library's progress and returns
     ``(denoised float plane, LamInfo)``. Alpha is kept as is. The automatic
-    lam is taken from ``cache`` under ``key`` when there.
+    lam is taken from ``cache`` under ``key`` when there. ``wiener`` False:
+    the tree stage alone (a provisional preview's quick answer).
     """
     colour, alpha = split_alpha(as_float(plane), rgb)
     channel_axis = -1 if rgb else None
@@ -328,7 +329,7 @@ def denoise_plane(control: Control, plane: Any, params: DenoiseParams, rgb: bool
     out = yield from control.call(  # the chosen sigma (given or estimated once) for the Wiener stage too
         restore.denoise_wavelet_tree, colour, noise="gaussian", lam=list(base), strength=mult, sigma=list(choice.sigma),
         penalty=params.penalty, wavelet=params.wavelet, penalize_approx=params.penalize_approx,
-        cycle_spins=int(params.cycle_spins), channel_axis=channel_axis,
+        cycle_spins=int(params.cycle_spins), channel_axis=channel_axis, wiener=wiener,
         span=(mid, f1), text=text)
     return with_alpha(out, alpha), info
 
@@ -758,8 +759,9 @@ def preview_task(control: Control, source: Source, idx: tuple[int, ...], region:
     crop = np.asarray(source.data[idx + (slice(r0, r1), slice(c0, c1))])
     key = (source.key, idx, region)
     if params.lam_mode == "sure" and (cache is None or (key, params.lam_key()) not in cache):
+        # the quick answer: the rule's lam and the tree stage alone, about a fifth of the default call's time
         rough, info = yield from denoise_plane(control, crop, replace(params, lam_mode="rule"), source.rgb, cache,
-                                               key, (0.0, 0.3))
+                                               key, (0.0, 0.3), wiener=False)
         yield Output((like_input(rough, source.dtype), replace(info, mode="sure", provisional=True)))
     out, info = yield from denoise_plane(control, crop, params, source.rgb, cache, key, (0.3, 1.0))
     yield Output((like_input(out, source.dtype), info))
