@@ -50,14 +50,20 @@ def preorder(parents):
     ``n_visited``; a forest with a cycle has ``n_visited < len(parents)``.
     ``parents`` must already be in [-1, N).
     """
+    # every array from np.empty with one signature, filled by loops: each other allocator (zeros, ones, full,
+    # copy) is one more function for numba to compile on the first call
     n = parents.shape[0]
-    ptr = np.zeros(n + 2, dtype=np.int64)
+    ptr = np.empty(n + 2, dtype=np.int64)
+    for i in range(n + 2):
+        ptr[i] = 0
     for i in range(n):
         ptr[parents[i] + 2] += 1  # roots counted in slot 1
     for i in range(1, n + 2):
         ptr[i] += ptr[i - 1]
     # ptr[0]..ptr[1]: roots; ptr[v+1]..ptr[v+2]: children of v
-    fill = ptr.copy()
+    fill = np.empty(n + 2, dtype=np.int64)
+    for i in range(n + 2):
+        fill[i] = ptr[i]
     kids = np.empty(n, dtype=np.int64)
     for i in range(n):
         slot = parents[i] + 1
@@ -78,13 +84,18 @@ def preorder(parents):
         for j in range(ptr[v + 2] - 1, ptr[v + 1] - 1, -1):
             stack[top] = kids[j]
             top += 1
-    size = np.ones(n, dtype=np.int64)
-    pos = np.full(n, -1, dtype=np.int64)
+    size = np.empty(n, dtype=np.int64)
+    pos = np.empty(n, dtype=np.int64)
+    node_end = np.empty(n, dtype=np.int64)
+    depth = np.empty(n, dtype=np.int64)
+    parent = np.empty(n, dtype=np.int64)
+    for k in range(n):
+        size[k] = 1
+        pos[k] = -1
+        depth[k] = 1
+        parent[k] = -1
     for k in range(count):
         pos[order[k]] = k
-    node_end = np.empty(n, dtype=np.int64)
-    depth = np.ones(n, dtype=np.int64)
-    parent = np.full(n, -1, dtype=np.int64)
     for k in range(count):
         pv = parents[order[k]]
         if pv >= 0:
