@@ -28,6 +28,7 @@ from .grouping import GroupSettings, group_passes, n_group_steps, plan_reference
 from .interpolation import bands, biharmonic_fill
 from .masks import MaskCoverage, SuspectMaskWarning, mask_coverage
 from .patches import Coder, luminance, pass_batch, pass_grids, refine_luminance
+from .prior import iterate_prior, prior_steps, wants_prior
 from .validation import best_blend, holdout
 
 __all__ = ["MaskCoverage", "SuspectMaskWarning", "default_dictionary", "inpaint", "learn_dictionary",
@@ -58,6 +59,7 @@ def inpaint(
     batch_size: int = _PASS_BATCH,
     max_iter: int = 25,
     n_group_passes: int = 5,
+    prior: bool | None = None,
     rng: int | np.random.Generator | None = None,
     progress: ProgressCallback | None = None,
 ) -> NDArray[np.floating]:
@@ -83,7 +85,9 @@ def inpaint(
     like the missing ones (see :mod:`.validation`): where the patches find
     no structure (smooth photos, stochastic texture) the result falls back
     towards the biharmonic interpolant of all known pixels, to which the
-    kept changes are added. Known pixels are returned bit for bit; holes wider than a patch are
+    kept changes are added. Under heavy random loss the recipe ends with
+    the library's non-local denoiser iterated as a prior (see ``prior``),
+    its change weighed on the held-out pixels too. Known pixels are returned bit for bit; holes wider than a patch are
     filled by the interpolant and refined by the patches inside them.
 
     Parameters
@@ -142,6 +146,15 @@ def inpaint(
         (simultaneous sparse coding, as LSSC), and the missing pixels take
         the weighted average of the groups' reconstructions; ``lam`` falls
         from pass to pass.
+    prior : bool, optional
+        Whether the recipe ends with the library's non-local denoiser
+        iterated as the image's prior (16 denoisings of the whole image at a
+        falling noise level, the missing pixels moved towards each result,
+        the known ones kept; as much of its change kept as fits the
+        held-out pixels best). Default: decided from the mask, on for heavy
+        random loss (half the pixels or more missing, no more clustered
+        than chance), where it pays for its time; off for text, scratches
+        and holes.
     rng : int or Generator, optional
         Randomness of the training-patch sample and of the grid shifts
         (default 0).
@@ -173,7 +186,7 @@ def inpaint(
     """
     job = _Job.check(image, mask, dictionary=dictionary, patch_size=patch_size, stride=stride, n_passes=n_passes,
                      lam=lam, channel_axis=channel_axis, n_train=n_train, batch_size=batch_size, max_iter=max_iter,
-                     n_group_passes=n_group_passes, progress=progress)
+                     n_group_passes=n_group_passes, prior=prior, progress=progress)
     with single_threaded_blas():  # its threads spin: the coding runs its own, the rest are small products
         return _inpaint(job, adapt_default=dictionary is None, rng=rng, progress=progress)
 
@@ -209,7 +222,9 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     plan = plan_references(run, job.groups, gen)
     n_groups = n_group_steps(plan, M.shape[0], job.groups)
     n_resolve = 0 if held is None else n_bands * n_ch  # the interpolant again, with the held-out pixels known
-    steps = Steps(progress, n_learn + n_bands * (n_ch + 1) + n_cycles + n_batches + n_groups + n_resolve,
+    dense = job.prior  # heavy random loss: the non-local denoiser iterated as a prior ends the recipe
+    n_prior = prior_steps(M.shape, n_ch) if dense else 0
+    steps = Steps(progress, n_learn + n_bands * (n_ch + 1) + n_cycles + n_batches + n_groups + n_prior + n_resolve,
                   start=True)
 
     # 1. the dictionary, adapted to the image when it has enough complete patches (text, scratches)
@@ -290,11 +305,20 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     nonlocal_change = 0.0 if second is None else (second / np.sqrt(n_ch))[:, None]
     if blend is None:
         values = values + nonlocal_change
+        if dense:
+            values = values + _prior_change(job, run, values, peak, steps)
         return job.result(values[M.reshape(-1)[run_idx]].astype(job.image.dtype, copy=False))
     # the refinements' changes, weighted as they fit the held-out pixels best, added to the interpolant of every
     # known pixel (its solve starts from the run's: a few iterations)
     log.info("refinements kept: %.2f of the dictionary's, %.2f of the non-local passes'", blend.a, blend.b)
     change = blend.a * (values - interpolant) + blend.b * nonlocal_change
+    if dense:
+        # 8. the iterated prior from the run's result, as much of its change as fits the held-out pixels best
+        delta = _prior_change(job, run, interpolant + change, peak, steps)
+        before = interpolant[rows] + change[rows]
+        fit = best_blend(target, before, before + delta[rows], before + delta[rows])
+        log.info("the prior's change kept: %.2f", fit.a)
+        change = change + fit.a * delta
     in_m = M.reshape(-1)[run_idx]
     del values, second, nonlocal_change
     full = job.image / job.unit
@@ -303,6 +327,14 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     values = biharmonic_fill(full, M, steps, warm=True, rtol=_FINAL_CG_TOL)[M]
     values += change[in_m]
     return job.result(values.astype(job.image.dtype, copy=False))
+
+
+def _prior_change(job: _Job, run: np.ndarray, values: np.ndarray, peak: float, steps: Steps) -> np.ndarray:
+    """The iterated prior's change to the run's missing pixels, whose estimate is ``values`` (work units)."""
+    x = job.image.astype(np.float64)
+    x /= float(job.unit)
+    x[run] = values
+    return iterate_prior(x, run, peak, steps)
 
 
 @dataclass(frozen=True)
@@ -322,10 +354,11 @@ class _Job:
     batch_size: int
     max_iter: int
     groups: GroupSettings
+    prior: bool  # the iterated non-local prior ends the recipe
 
     @classmethod
     def check(cls, image: ArrayLike, mask: ArrayLike, *, dictionary, patch_size, stride, n_passes, lam, channel_axis,
-              n_train, batch_size, max_iter, n_group_passes, progress) -> _Job:
+              n_train, batch_size, max_iter, n_group_passes, prior, progress) -> _Job:
         """Validate everything, before any work."""
         image = np.asarray(image)
         img, axis = check_image(image, channel_axis=channel_axis, exact=True, finite=False)
@@ -339,6 +372,8 @@ class _Job:
         lams = _lam_schedule(lam, check_int("n_passes", n_passes))
         check_callable("progress", progress)
         est = resolve_dictionary(dictionary, patch_size)
+        if prior is not None and not isinstance(prior, bool | np.bool_):
+            raise ValueError(f"prior must be True, False or None (decided from the mask), got {prior!r}")
         if M.all():
             raise ValueError("mask marks every pixel as missing: nothing to inpaint from")
         coverage = mask_coverage(M, patch_size)
@@ -354,7 +389,8 @@ class _Job:
         unit = img.dtype.type(2.0 ** np.ceil(np.log2(peak)) if peak > 0 else 1.0)
         return cls(image, img, axis, M, unit, est, patch_size, stride, lams, check_int("n_train", n_train, min=0),
                    check_int("batch_size", batch_size), check_int("max_iter", max_iter),
-                   GroupSettings(n_passes=check_int("n_group_passes", n_group_passes, min=0)))
+                   GroupSettings(n_passes=check_int("n_group_passes", n_group_passes, min=0)),
+                   wants_prior(M) if prior is None else bool(prior))
 
     def result(self, values: np.ndarray | None) -> np.ndarray:
         """The image in the input's layout and result dtype, the missing pixels set to ``values`` (work units)."""
