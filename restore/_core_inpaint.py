@@ -70,17 +70,17 @@ def transform_groups(X, A, AT, k, p, inverse):
     """Group coefficients in place: ``A P A^T`` for each patch P (p x p) of each row of X, then Haar along the group.
 
     With ``inverse``, the inverse: Haar's inverse, then ``A^T P A``. One
-    kernel for both directions (a run-time flag, not two kernels or a
-    constant argument, each of which numba would compile on its own). Both
-    products run with their innermost loop along contiguous rows (so that
-    it vectorises).
+    kernel for both directions, and one :func:`haar_group` under it: the
+    direction is a run-time flag (two kernels, or a constant flag, would
+    each be compiled on their own on the first call). Both products run with
+    their innermost loop along contiguous rows (so that it vectorises).
     """
     n = X.shape[0]
     q = p * p
     tmp = np.empty(max(k * q, q))
     if inverse:
         for i in range(n):
-            haar_group(X[i], k, q, tmp, True)
+            haar_group(X[i], k, q, tmp, inverse)
         K, KT = AT, A
     else:
         K, KT = A, AT
@@ -104,7 +104,7 @@ def transform_groups(X, A, AT, k, p, inverse):
                         x[base + a * p + b] += v * KT[t, b]
     if not inverse:
         for i in range(n):
-            haar_group(X[i], k, q, tmp, False)
+            haar_group(X[i], k, q, tmp, inverse)
 
 
 def analyse(X, A, AT, k, p):
