@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
+from itertools import product
 
 import numpy as np
 import pywt
@@ -364,12 +365,29 @@ def _key_mask(key: str, axes: tuple[int, ...]) -> int:
     return sum(1 << a for a, ch in zip(axes, key, strict=True) if ch == "d")
 
 
-def wavelet_forward(x: np.ndarray, wavelet: str, splits: Sequence[int], out: np.ndarray | None = None) -> np.ndarray:
+def wavelet_forward(x: np.ndarray, wavelet: str, splits: Sequence[int], out: np.ndarray | None = None, *,
+                    index: Sequence[np.ndarray] | None = None, multiply: bool = False) -> np.ndarray:
     """Flat coefficients (:func:`band_layout` order) of the periodized transform of ``x``.
 
     Orthonormal when ``x``'s sides are divisible by 2 to their number of
     splits. ``out`` (float64, of size ``x.size``) receives them when given.
+
+    Volumes (3-D) are transformed in slabs (:func:`_forward_3d`): the same
+    arithmetic as on the whole, so the same coefficients bit for bit, with
+    one volume of working memory besides ``out`` and ``x`` read in any
+    float dtype, slab by slab. ``index`` (3-D only): one index array per
+    axis, the array transformed being ``x[ix_(*index)]`` (a padded, shifted
+    copy, never made whole). ``multiply`` (3-D only): ``out``'s detail
+    coefficients are multiplied by the transform's (its approximation
+    coefficients replaced): a gain applied as the coefficients are made.
     """
+    if x.ndim == 3 or index is not None:
+        shape = tuple(len(i) for i in index) if index is not None else x.shape
+        flat = np.empty(int(np.prod(shape, dtype=np.int64))) if out is None else out
+        _forward_3d(_reader(x, index), shape, wavelet, splits, flat, multiply)
+        return flat
+    if multiply:
+        raise ValueError("multiply is for 3-D transforms")
     nd = x.ndim
     bands = {(b.level, b.orientation): b for b in band_layout(x.shape, splits)}
     flat = np.empty(x.size) if out is None else out
@@ -386,8 +404,19 @@ def wavelet_forward(x: np.ndarray, wavelet: str, splits: Sequence[int], out: np.
 
 
 def wavelet_inverse(c: np.ndarray, wavelet: str, splits: Sequence[int], shape: Sequence[int]) -> np.ndarray:
-    """Inverse of :func:`wavelet_forward`: the array of ``shape`` with flat coefficients ``c``."""
+    """Inverse of :func:`wavelet_forward`: the array of ``shape`` with flat coefficients ``c``.
+
+    Volumes: in slabs (:func:`wavelet_inverse_slabs`), the same values as on the whole.
+    """
     nd = len(shape)
+    if nd == 3:
+        out = np.empty(tuple(int(s) for s in shape))
+
+        def put(axis: int, sl: slice, v: np.ndarray) -> None:
+            out[(slice(None),) * axis + (sl,)] = v
+
+        wavelet_inverse_slabs(c, wavelet, splits, shape, put)
+        return out
     layout = band_layout(shape, splits)
     bands = {(b.level, b.orientation): b for b in layout}
     a = c[: layout[0].size].reshape(layout[0].shape)
@@ -401,3 +430,175 @@ def wavelet_inverse(c: np.ndarray, wavelet: str, splits: Sequence[int], shape: S
         d["a" * len(axes)] = a
         a = pywt.idwtn(d, wavelet, mode="periodization", axes=axes)
     return a
+
+
+# ---------------------------------------------------------------------------
+# Volumes in slabs: the transform of one level, one axis group at a time
+# ---------------------------------------------------------------------------
+
+# Float64 bytes of one slab of the slab-wise 3-D transform: small against a volume's (its working memory is a volume
+# and a slab), large enough that PyWavelets' cost per call stays small (4 planes of 512 x 512).
+_SLAB_BYTES = 8 << 20
+
+
+def _slabs(shape: Sequence[int], axis: int) -> list[slice]:
+    """Slices along ``axis`` of slabs of about :data:`_SLAB_BYTES` (float64) of an array of ``shape``."""
+    n = int(shape[axis])
+    per = 8 * int(np.prod(shape, dtype=np.int64)) // max(n, 1)
+    step = max(1, _SLAB_BYTES // max(per, 1))
+    return [slice(j, min(j + step, n)) for j in range(0, n, step)]
+
+
+def _along(axis: int, sl: slice | np.ndarray, ndim: int = 3) -> tuple:
+    """Index of ``sl`` along ``axis``, everything along the others."""
+    return (slice(None),) * axis + (sl,) + (slice(None),) * (ndim - axis - 1)
+
+
+def _half(key: str, axes: Sequence[int], shape: Sequence[int]) -> tuple:
+    """Index of the part of a level's array (Mallat layout over ``axes``) that holds subband ``key`` of ``axes``."""
+    idx = [slice(None)] * len(shape)
+    for a, ch in zip(axes, key, strict=True):
+        h = int(shape[a]) // 2
+        idx[a] = slice(0, h) if ch == "a" else slice(h, 2 * h)
+    return tuple(idx)
+
+
+def _reader(x: np.ndarray, index: Sequence[np.ndarray] | None):
+    """``read(axis, sl)``: the slab ``sl`` along ``axis`` of ``x[ix_(*index)]`` (or of ``x``), float64."""
+    def as_slice(ix: np.ndarray) -> slice | np.ndarray:
+        if ix.size and ix[0] >= 0 and np.array_equal(ix, np.arange(ix[0], ix[0] + ix.size)):
+            return slice(int(ix[0]), int(ix[0]) + ix.size)
+        return ix
+
+    if index is None:
+        return lambda axis, sl: np.asarray(x[_along(axis, sl, x.ndim)], dtype=np.float64)
+    index = [np.asarray(i, dtype=np.int64) for i in index]
+    whole = [as_slice(i) for i in index]
+
+    def read(axis: int, sl: slice) -> np.ndarray:
+        v = x
+        order = [axis] + [a for a in range(x.ndim) if a != axis]  # the slab first: the other takes are then small
+        for a in order:
+            ix = as_slice(index[a][sl]) if a == axis else whole[a]
+            v = v[_along(a, ix, x.ndim)] if isinstance(ix, slice) else np.take(v, ix, axis=a)
+        return np.asarray(v, dtype=np.float64)
+
+    return read
+
+
+def _forward_level(read, shape: tuple[int, ...], wavelet: str, axes: tuple[int, ...], write) -> None:
+    """One level of the transform over ``axes`` of an array of ``shape`` (``read(axis, sl)`` its slabs).
+
+    The axes but the last, in slabs along the last (PyWavelets' ``dwtn``, whose lines they hold whole), into a
+    volume in Mallat layout; then the last axis, subband by subband, in slabs along another axis. Each line goes
+    through the same filter code as in ``dwtn`` of the whole, in the same order of axes: the same coefficients.
+    ``write(key, index, values)``: subband ``key`` (one letter per axis of ``axes``) at ``index``.
+    """
+    nd = len(shape)
+    last, first = axes[-1], axes[:-1]
+    if first:
+        buf = np.empty(shape)
+        for sl in _slabs(shape, last):
+            for key, v in pywt.dwtn(read(last, sl), wavelet, mode="periodization", axes=first).items():
+                part = list(_half(key, first, shape))
+                part[last] = sl
+                buf[tuple(part)] = v
+    else:
+        buf = read(last, slice(None))
+    other = next(a for a in range(nd) if a != last)
+    for key in ("".join(k) for k in product("ad", repeat=len(first))):
+        q = buf[_half(key, first, shape)]
+        for sl in _slabs(q.shape, other):
+            idx = _along(other, sl, nd)
+            ca, cd = pywt.dwt(q[idx], wavelet, mode="periodization", axis=last)
+            write(key + "a", idx, ca)
+            write(key + "d", idx, cd)
+
+
+def _forward_3d(read, shape: tuple[int, ...], wavelet: str, splits: Sequence[int], flat: np.ndarray,
+                multiply: bool) -> None:
+    """:func:`wavelet_forward` of a volume read in slabs (``read(axis, sl)``), into ``flat``."""
+    nd = len(shape)
+    bands = {(b.level, b.orientation): b for b in band_layout(shape, splits)}
+    for level, mask in enumerate(splits, start=1):
+        axes = _axes(mask, nd)
+        approx = np.empty(tuple(s // 2 if (mask >> a) & 1 else s for a, s in enumerate(shape)))
+
+        def write(key: str, idx: tuple, v: np.ndarray, level: int = level, axes: tuple = axes,
+                  approx: np.ndarray = approx) -> None:
+            if "d" not in key:
+                approx[idx] = v
+                return
+            b = bands[(level, _key_mask(key, axes))]
+            view = flat[b.start:b.start + b.size].reshape(b.shape)
+            if multiply:
+                view[idx] *= v
+            else:
+                view[idx] = v
+
+        _forward_level(read, shape, wavelet, axes, write)
+        read = partial(lambda axis, sl, a: a[_along(axis, sl, nd)], a=approx)
+        shape = approx.shape
+    flat[: approx.size] = approx.ravel()
+
+
+def _inverse_level(band, shape: tuple[int, ...], wavelet: str, axes: tuple[int, ...], write) -> None:
+    """One level of the inverse over ``axes``, to an array of ``shape``: ``write(axis, sl, values)`` its slabs.
+
+    The reverse of :func:`_forward_level`: the last axis, subband pair by pair, in slabs along another axis, into a
+    volume in Mallat layout over the others; then those (PyWavelets' ``idwtn``) in slabs along the last. The same
+    lines through the same code, in ``idwtn``'s order of axes: the same values as ``idwtn`` of the whole.
+    ``band(key)``: subband ``key`` of ``axes``.
+    """
+    nd = len(shape)
+    last, first = axes[-1], axes[:-1]
+    other = next(a for a in range(nd) if a != last)
+    buf = np.empty(shape) if first else None
+    for key in ("".join(k) for k in product("ad", repeat=len(first))):
+        lo, hi = band(key + "a"), band(key + "d")
+        for sl in _slabs(lo.shape, other):
+            idx = _along(other, sl, nd)
+            v = pywt.idwt(lo[idx], hi[idx], wavelet, mode="periodization", axis=last)
+            if buf is None:
+                write(other, sl, v)
+            else:
+                buf[_half(key, first, shape)][idx] = v
+    if buf is None:
+        return
+    keys = ["".join(k) for k in product("ad", repeat=len(first))]
+    for sl in _slabs(shape, last):
+        parts = {}
+        for key in keys:
+            part = list(_half(key, first, shape))
+            part[last] = sl
+            parts[key] = buf[tuple(part)]
+        write(last, sl, pywt.idwtn(parts, wavelet, mode="periodization", axes=first))
+
+
+def wavelet_inverse_slabs(c: np.ndarray, wavelet: str, splits: Sequence[int], shape: Sequence[int], emit) -> None:
+    """:func:`wavelet_inverse` of a volume, its finest level handed out in slabs: ``emit(axis, sl, values)``."""
+    nd = len(shape)
+    shape = tuple(int(s) for s in shape)
+    layout = band_layout(shape, splits)
+    bands = {(b.level, b.orientation): b for b in layout}
+    a = c[: layout[0].size].reshape(layout[0].shape)
+    for level in range(len(splits), 0, -1):
+        axes = _axes(splits[level - 1], nd)
+        out_shape = tuple(s >> k for s, k in zip(shape, _split_counts(splits, nd, level - 1), strict=True))
+
+        def band(key: str, level: int = level, axes: tuple = axes, a: np.ndarray = a) -> np.ndarray:
+            if "d" not in key:
+                return a
+            b = bands[(level, _key_mask(key, axes))]
+            return c[b.start:b.start + b.size].reshape(b.shape)
+
+        if level == 1:
+            _inverse_level(band, out_shape, wavelet, axes, emit)
+            return
+        out = np.empty(out_shape)
+
+        def put(axis: int, sl: slice, v: np.ndarray, out: np.ndarray = out) -> None:
+            out[_along(axis, sl, nd)] = v
+
+        _inverse_level(band, out_shape, wavelet, axes, put)
+        a = out

@@ -101,9 +101,9 @@ def _check_axes(axes, ndim: int, channel_axis: int | None, channels_checked: boo
     return tuple(sorted(ax))
 
 
-def _to_channels(plane: np.ndarray, channel_axis: int | None) -> list[np.ndarray]:
+def _to_channels(plane: np.ndarray, channel_axis: int | None, keep_float32: bool = False) -> list[np.ndarray]:
     if channel_axis is None:
-        return [np.asarray(plane, dtype=np.float64)]
+        return [plane if keep_float32 and plane.dtype == np.float32 else np.asarray(plane, dtype=np.float64)]
     x = np.moveaxis(plane, channel_axis, -1).astype(np.float64)
     if x.shape[-1] == 3:
         x = x @ _OPPONENT.T

@@ -75,7 +75,7 @@ _BLOCK_BIAS = 0.909  # the 10th percentile of 16 x 16 block estimates on pure un
 
 def _noise_sigma(img: np.ndarray) -> float:
     planes = img.reshape(-1, *img.shape[-2:])
-    bands = [pywt.dwt2(p, "db2", mode="symmetric")[1][2] for p in planes]
+    bands = [pywt.dwt2(np.asarray(p, dtype=np.float64), "db2", mode="symmetric")[1][2] for p in planes]  # float32 too
     b = _BLOCK
     blocks = [d[: d.shape[0] // b * b, : d.shape[1] // b * b].reshape(d.shape[0] // b, b, d.shape[1] // b, b)
               .swapaxes(1, 2).reshape(-1, b * b) for d in bands]

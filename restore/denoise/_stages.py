@@ -8,6 +8,7 @@ import numpy as np
 
 from .._config import default_num_threads
 from .._progress import Steps
+from ..proximal import _free_scratch
 from ._transform import _overlap, _Plan, _shifts, _shrink_rows
 
 
@@ -18,27 +19,32 @@ def _shift_groups(n_shifts: int, ndim: int = 2) -> list[list[tuple[int, ...]]]:
     return [shifts[i:i + k] for i in range(0, len(shifts), k)]
 
 
-def _shrink_steps(n_shifts: int) -> int:
+def _shrink_steps(n_shifts: int, ndim: int = 2) -> int:
     """Progress steps of :func:`_denoise_plane`: a forward and an inverse transform per shift, a prox per group."""
-    return 2 * n_shifts + len(_shift_groups(n_shifts))
+    return 2 * n_shifts + (n_shifts if ndim == 3 else len(_shift_groups(n_shifts)))
 
 
 def _denoise_plane(plane: np.ndarray, lam: float, penalty: str, plan: _Plan, penalize_approx: bool,
                    n_shifts: int, steps: Steps | None = None, level_weights: np.ndarray | None = None,
-                   var_map: np.ndarray | None = None, coeffs: np.ndarray | None = None) -> np.ndarray:
+                   var_map: np.ndarray | None = None, coeffs: list[np.ndarray] | None = None) -> np.ndarray:
     """Average over ``n_shifts`` circular shifts of transform, prox, inverse; ``steps()`` after each stage.
 
     With ``var_map``, each coefficient is shrunk in units of its noise deviation: divided by it
-    (:meth:`._transform._Plan.coeff_var`) before the prox, multiplied back after. ``coeffs``:
-    ``plan.forward(plane)`` (the unshifted transform) when the caller has it (read only).
+    (:meth:`._transform._Plan.coeff_var`) before the prox, multiplied back after. ``coeffs``: a list
+    holding ``plan.forward(plane)`` (the unshifted transform) when the caller has it; it is taken out of
+    the list and shrunk in place (the caller keeps no reference to it: a volume's worth of memory).
     """
+    if len(plan.shape) == 3:
+        return _denoise_volume(plane, lam, penalty, plan, penalize_approx, n_shifts, steps, level_weights, var_map,
+                               coeffs)
     step = steps if steps is not None else (lambda: None)
     acc, n_done = None, 0
+    unshifted = coeffs.pop() if coeffs else None
     for group in _shift_groups(n_shifts, len(plan.shape)):
         C = np.empty((len(group), plan.n_coeffs))
         scale = None if var_map is None else np.empty_like(C)
         for i, (row, s) in enumerate(zip(C, group, strict=True)):
-            row[:] = coeffs if coeffs is not None and not any(s) else plan.forward(plane, s)
+            row[:] = unshifted if unshifted is not None and not any(s) else plan.forward(plane, s)
             if scale is not None:
                 scale[i] = np.sqrt(plan.coeff_var(var_map, s))
             step()
@@ -54,6 +60,42 @@ def _denoise_plane(plane: np.ndarray, lam: float, penalty: str, plan: _Plan, pen
             n_done += 1
             step()
     return acc / n_done if n_done > 1 else acc
+
+
+def _denoise_volume(vol: np.ndarray, lam: float, penalty: str, plan: _Plan, penalize_approx: bool, n_shifts: int,
+                    steps: Steps | None, level_weights: np.ndarray | None, var_map: np.ndarray | None,
+                    coeffs: list[np.ndarray] | None) -> np.ndarray:
+    """:func:`_denoise_plane` of a volume: one shift at a time, shrunk in place, its inverse added to the sum.
+
+    The same values as shifts shrunk in groups (the prox of a row does not depend on the others), in one
+    volume of coefficients and the sum instead of one per thread, the inverse and the sum: a volume
+    is memory-bound, and a group's rows are its threads' only parallel work (``benchmarks/bench_volume_bytes.py``).
+    """
+    step = steps if steps is not None else (lambda: None)
+    acc = np.zeros(plan.shape)
+    shifts = _shifts(n_shifts, 3)
+    unshifted = coeffs.pop() if coeffs else None
+    for s in shifts:
+        if unshifted is not None and not any(s):
+            row, unshifted = unshifted, None
+        else:
+            row = plan.forward(vol, s)
+        scale = None if var_map is None else np.sqrt(plan.coeff_var(var_map, s))
+        step()
+        if scale is not None:
+            row /= scale
+        _shrink_rows(row.reshape(1, -1), lam, penalty, plan, penalize_approx, level_weights)
+        if scale is not None:
+            row *= scale
+            del scale
+        step()
+        plan.add_inverse(row, s, acc)
+        del row
+        step()
+    _free_scratch()  # the prox keeps a volume of scratch per thread for its next call: none on this volume
+    if len(shifts) > 1:
+        acc /= len(shifts)
+    return acc
 
 
 # The empirical Wiener stage: passes in other bases than the tree's db3, each taking the previous estimate as its
@@ -119,9 +161,11 @@ def _wiener_plane(plane: np.ndarray, pilot: np.ndarray, sigma: float, plan: _Pla
     pair and each inverse.
     """
     step = steps if steps is not None else (lambda: None)
-    acc = None
     s2 = float(sigma) ** 2
     shifts = _shifts(n_shifts, len(plan.shape))
+    if len(plan.shape) == 3 and var_map is None:
+        return _wiener_volume(plane, pilot, s2, plan, shifts, step)
+    acc = None
     for s in shifts:
         c = plan.forward(plane, s)
         p = plan.forward(pilot, s)
@@ -140,3 +184,40 @@ def _wiener_plane(plane: np.ndarray, pilot: np.ndarray, sigma: float, plan: _Pla
         acc = rec if acc is None else acc + rec
         step()
     return acc / len(shifts) if len(shifts) > 1 else acc
+
+
+# Coefficients of the gain computed at once: its temporary (p**2 + sigma**2) stays this small (8 MB of float64).
+_GAIN_CHUNK = 1 << 20
+
+
+def _gain_in_place(p2: np.ndarray, s2: float) -> None:
+    """``p2 / (p2 + s2)`` into ``p2``, a chunk at a time (no view of it outlives the call: it is freed when done)."""
+    for i in range(0, p2.size, _GAIN_CHUNK):
+        g = p2[i:i + _GAIN_CHUNK]
+        np.divide(g, g + s2, out=g)
+
+
+def _wiener_volume(vol: np.ndarray, pilot: np.ndarray, s2: float, plan: _Plan, shifts: list[tuple[int, ...]],
+                   step) -> np.ndarray:
+    """:func:`_wiener_plane` of a volume in white noise of variance ``s2``: the same values, in less memory.
+
+    The pilot's coefficients become the gains in place, the volume's coefficients are multiplied into them
+    as its transform makes them, and their inverse is added to the sum slab by slab: one volume of
+    coefficients and one of working memory besides the pilot and the sum.
+    """
+    acc = np.zeros(plan.shape)
+    for s in shifts:
+        gain = plan.forward(pilot, s)
+        gain *= gain
+        if s2 > 0:
+            _gain_in_place(gain, s2)
+        else:
+            gain[:] = 1.0
+        plan.forward(vol, s, out=gain, multiply=True)  # details times their gain, the approximation kept
+        step()
+        plan.add_inverse(gain, s, acc)
+        del gain
+        step()
+    if len(shifts) > 1:
+        acc /= len(shifts)
+    return acc

@@ -7,6 +7,7 @@ A :class:`_Plan` is cached per shape (:func:`_plan`); :func:`_setup` validates t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pywt
@@ -15,7 +16,15 @@ from .._cache import lru_bytes
 from .._validation import check_choice, check_int, check_level, check_wavelet, max_level
 from ..proximal import PENALTIES, _prox_rows
 from ..tree import Tree
-from ..wavelet import band_layout, default_level, level_splits, wavelet_forward, wavelet_inverse, wavelet_tree
+from ..wavelet import (
+    band_layout,
+    default_level,
+    level_splits,
+    wavelet_forward,
+    wavelet_inverse,
+    wavelet_inverse_slabs,
+    wavelet_tree,
+)
 
 # ---------------------------------------------------------------------------
 # Transform plan: padding, transform, tree, cached per shape
@@ -33,7 +42,18 @@ class _Plan:
     splits: tuple[int, ...]
     n_approx: int
     tree: Tree
-    node_level: np.ndarray  # level of each coefficient (0: approximation, 1: finest details)
+
+    @cached_property
+    def node_level(self) -> np.ndarray:
+        """Level of each coefficient (0: approximation, 1: finest details), made when first asked for.
+
+        Only level weights ask for it: 8 bytes a coefficient that a volume at the defaults does not hold.
+        """
+        node_level = np.zeros(self.n_coeffs, dtype=np.int64)
+        for b in band_layout(self.padded, self.splits)[1:]:
+            node_level[b.start:b.start + b.size] = b.level
+        node_level.setflags(write=False)
+        return node_level
 
     @property
     def level(self) -> int:
@@ -45,18 +65,69 @@ class _Plan:
         """Number of wavelet coefficients of a padded array."""
         return int(np.prod(self.padded, dtype=np.int64))
 
-    def forward(self, x: np.ndarray, shift: tuple[int, ...] | None = None) -> np.ndarray:
+    def forward(self, x: np.ndarray, shift: tuple[int, ...] | None = None, out: np.ndarray | None = None,
+                multiply: bool = False) -> np.ndarray:
+        """Flat coefficients of ``x`` padded, then shifted circularly by ``shift``.
+
+        Volumes: in slabs (:func:`restore.wavelet.wavelet_forward`), read from ``x`` in any float dtype
+        through the padding's and shift's index maps, never padded or shifted whole; ``out`` receives the
+        coefficients, or with ``multiply`` has its detail coefficients multiplied by them (a gain).
+        """
+        if len(self.shape) == 3:
+            return wavelet_forward(x, self.wavelet, self.splits, out, index=self._index(shift), multiply=multiply)
         if self.padded != self.shape:
             x = np.pad(x, [(0, p - s) for s, p in zip(self.shape, self.padded, strict=True)], mode="symmetric")
         if shift is not None and any(shift):
             x = np.roll(x, shift, axis=tuple(range(x.ndim)))
-        return wavelet_forward(x, self.wavelet, self.splits)
+        return wavelet_forward(x, self.wavelet, self.splits, out)
+
+    def _index(self, shift: tuple[int, ...] | None) -> list[np.ndarray] | None:
+        """Per axis, the samples of the padded and shifted array in the unpadded one (None: itself)."""
+        if self.padded == self.shape and not (shift is not None and any(shift)):
+            return None
+        shift = shift or (0,) * len(self.shape)
+        return [np.roll(np.pad(np.arange(n), (0, p - n), mode="symmetric"), k)
+                for n, p, k in zip(self.shape, self.padded, shift, strict=True)]
 
     def inverse(self, c: np.ndarray, shift: tuple[int, ...] | None = None) -> np.ndarray:
+        if len(self.shape) == 3:
+            out = np.empty(self.shape)
+            self._inverse_3d(c, shift, out, add=False)
+            return out
         x = wavelet_inverse(c, self.wavelet, self.splits, self.padded)
         if shift is not None and any(shift):
             x = np.roll(x, tuple(-s for s in shift), axis=tuple(range(x.ndim)))
         return x[tuple(slice(0, s) for s in self.shape)]
+
+    def add_inverse(self, c: np.ndarray, shift: tuple[int, ...] | None, acc: np.ndarray) -> None:
+        """``acc += self.inverse(c, shift)``, the same values; volumes without a volume of the inverse."""
+        if len(self.shape) == 3:
+            self._inverse_3d(c, shift, acc, add=True)
+        else:
+            acc += self.inverse(c, shift)
+
+    def _inverse_3d(self, c: np.ndarray, shift: tuple[int, ...] | None, out: np.ndarray, add: bool) -> None:
+        """The inverse of a volume, unshifted and cropped slab by slab into ``out`` (added with ``add``)."""
+        shift = shift or (0,) * len(self.shape)
+        # sample i of the result is sample (i + shift) mod padded of the inverse, for i below the shape
+        src = [(np.arange(n) + k) % p for n, p, k in zip(self.shape, self.padded, shift, strict=True)]
+
+        def emit(axis: int, sl: slice, v: np.ndarray) -> None:
+            dest = (np.arange(sl.start, sl.stop) - shift[axis]) % self.padded[axis]
+            keep = np.flatnonzero(dest < self.shape[axis])
+            for a in range(3):
+                ix = keep if a == axis else src[a]
+                v = np.take(v, ix, axis=a) if ix.size != v.shape[a] or np.any(ix != np.arange(ix.size)) else v
+            d = dest[keep]
+            target = (slice(None),) * axis + (slice(int(d[0]), int(d[0]) + d.size)
+                                              if d.size and np.array_equal(d, np.arange(d[0], d[0] + d.size))
+                                              else d,)
+            if add:
+                out[target] += v
+            else:
+                out[target] = v
+
+        wavelet_inverse_slabs(c, self.wavelet, self.splits, self.padded, emit)
 
     def coeff_var(self, var_map: np.ndarray, shift: tuple[int, ...] | None = None) -> np.ndarray:
         """Noise variance of each coefficient (flat) for independent noise of variance ``var_map`` per sample.
@@ -101,11 +172,7 @@ def _plan(shape: tuple[int, ...], wavelet: str, level: int | tuple[int, ...], pe
     splits = level_splits(levels)
     tree = wavelet_tree(padded, wavelet, levels, penalize_approx)
     bands = band_layout(padded, splits)
-    node_level = np.zeros(tree.n_nodes, dtype=np.int64)
-    for b in bands[1:]:
-        node_level[b.start:b.start + b.size] = b.level
-    node_level.setflags(write=False)
-    return _Plan(tuple(shape), padded, wavelet, levels, splits, bands[0].size, tree, node_level)
+    return _Plan(tuple(shape), padded, wavelet, levels, splits, bands[0].size, tree)
 
 
 def _shrink_rows(C: np.ndarray, lam: float, penalty: str, plan: _Plan, penalize_approx: bool,

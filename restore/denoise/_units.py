@@ -43,6 +43,11 @@ class UnitMethod(Protocol):
         input samples, i.e. the overlap Dask blocks need (the driver rounds
         it up to the grid).
 
+    A method may set ``float32_volumes = True``: a 3-D grey unit of a float32
+    image then comes as float32, not a float64 copy (a volume's 8 bytes a
+    voxel), and the method reads it as float64 where it computes (its values
+    are the same).
+
     A method may also define ``denoise_channels(units, sigmas, var_maps,
     steps)``, the three channels of an opponent colour space (luminance
     first) denoised together, which the driver then calls instead of
@@ -96,15 +101,16 @@ def prepare(arr: np.ndarray, layout: Layout, noise: NoiseModel, *, block: bool =
     return noise.stabilise(x), noise
 
 
-def unit_channels(unit: np.ndarray, layout: Layout, noise: NoiseModel, steps: Steps, *,
-                  need_sigma: bool) -> Iterator[tuple[int, np.ndarray, float | None, np.ndarray | None]]:
+def unit_channels(unit: np.ndarray, layout: Layout, noise: NoiseModel, steps: Steps, *, need_sigma: bool,
+                  keep_float32: bool = False) -> Iterator[tuple[int, np.ndarray, float | None, np.ndarray | None]]:
     """``(channel, data, sigma, var_map)`` of each channel of one unit (channels last in ``unit``).
 
     ``sigma`` (None unless ``need_sigma``) is given or estimated on the channel
     (one step each when estimated); ``var_map`` is the noise variance of each
-    sample when it varies (photon noise), else None.
+    sample when it varies (photon noise), else None. ``keep_float32``: a
+    float32 grey unit is given as it is (:attr:`UnitMethod.float32_volumes`).
     """
-    channels = _to_channels(unit, -1 if layout.c_axis is not None else None)
+    channels = _to_channels(unit, -1 if layout.c_axis is not None else None, keep_float32)
     var_maps = noise.var_maps(channels, len(layout.sp_axes))
     sigmas: list[float | None] = [None] * len(channels)
     if need_sigma:
@@ -130,16 +136,22 @@ def denoise_units(arr: np.ndarray, layout: Layout, noise: NoiseModel, method: Un
     need_sigma = method.needs_sigma
     per_channel = method.steps(shape, noise.scaled) + sigma_steps(noise, need_sigma)
     steps = Steps(progress, int(np.prod(lead, dtype=np.int64)) * layout.n_channels * per_channel, start=True)
-    out = np.empty(x.shape, dtype=np.float64)
+    # one unit: its result is the output (no second volume of float64 for it), unless it is the input's memory
+    out = None if not lead else np.empty(x.shape, dtype=np.float64)
     opponent = layout.c_axis is not None and layout.n_channels == len(_OPPONENT)
     joint = getattr(method, "denoise_channels", None) if opponent else None
+    keep_float32 = bool(getattr(method, "float32_volumes", False)) and n_sp == 3
     for idx in np.ndindex(*lead):
-        chans = list(unit_channels(x[idx], layout, noise, steps, need_sigma=need_sigma))
+        chans = list(unit_channels(x[idx], layout, noise, steps, need_sigma=need_sigma, keep_float32=keep_float32))
         if joint is not None:
             _, units, sigmas, var_maps = zip(*chans, strict=True)
             den = joint(list(units), list(sigmas), list(var_maps), steps)
         else:
             den = [method.denoise(data, sigma, var_map, steps, c) for c, data, sigma, var_map in chans]
-        out[idx] = _from_channels(den, has_c)
+        den = _from_channels(den, has_c)
+        if out is not None:
+            out[idx] = den
+        else:
+            out = (np.array if np.may_share_memory(den, x) else np.asarray)(den, dtype=np.float64)
     out = np.transpose(noise.unstabilise(out), np.argsort(layout.order))
     return restore_dtype(out, arr.dtype)

@@ -78,6 +78,8 @@ class WaveletTree:
     wiener: bool
     seed: Any  # of numpy.random.default_rng: SURE's probe starts afresh from it on each unit and channel
     strength: float = 1.0  # multiplies lam, chosen or given
+    # a float32 volume is transformed slab by slab from itself (:meth:`._transform._Plan.forward`): no float64 copy
+    float32_volumes = True
 
     @classmethod
     def checked(cls, layout: Layout, shape: tuple[int, ...], *, lam, penalty, wavelet, level, penalize_approx,
@@ -135,7 +137,7 @@ class WaveletTree:
         plan = self.plan(shape)
         passes = _wiener_passes(plan, self.n_shifts) if self.wiener else []
         return (_lam_steps(self.lam_method, self.penalty, plan, self.per_level, scaled)
-                + _shrink_steps(_tree_shifts(self.n_shifts, self.wiener)) + sum(2 * k for _, k in passes))
+                + _shrink_steps(_tree_shifts(self.n_shifts, self.wiener), len(shape)) + sum(2 * k for _, k in passes))
 
     def choose(self, unit: np.ndarray, sigma: float, var_map: np.ndarray | None,
                steps: Steps | None, coeffs: np.ndarray | None = None) -> tuple[float, np.ndarray | None]:
@@ -158,8 +160,10 @@ class WaveletTree:
         else:
             coeffs = plan.forward(unit)  # for the choice of lam and the tree stage's unshifted transform
             lam, weights = self.choose(unit, sigma, var_map, steps, coeffs)
+            coeffs = [coeffs]  # the tree stage takes it out and shrinks it in place: no reference left here
         out = _denoise_plane(unit, lam * self.strength, self.penalty, plan, self.penalize_approx,
                              _tree_shifts(self.n_shifts, self.wiener), steps, weights, var_map, coeffs)
+        del coeffs
         # the strength scales the noise level the Wiener stage removes too, so that the dial goes to the image
         s = self.strength
         w_sigma, w_var = (None, None) if sigma is None else (s * sigma, None if var_map is None else s * s * var_map)
@@ -253,7 +257,8 @@ def choose_lam(
     steps = Steps(progress, layout.n_channels * (per_channel + sigma_steps(model, True)), start=True)
     # the start of WaveletTree.denoise, on the same units, with the same SURE probe on each channel
     choices, sigmas = [], []
-    for _, data, s, var_map in unit_channels(x, layout, model, steps, need_sigma=True):
+    for _, data, s, var_map in unit_channels(x, layout, model, steps, need_sigma=True,
+                                             keep_float32=len(layout.sp_axes) == 3):
         choices.append(wt.choose(data, s, var_map, steps))
         sigmas.append(s)
     weights = tuple(None if w is None else tuple(float(v) for v in w) for _, w in choices)
