@@ -110,7 +110,13 @@ def patch_coefs(img, o0a, o0b, M0, M1, M2, sel, out):
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def haar_group(x, k, p, tmp, inverse):
-    """Orthonormal Haar transform along the k rows of the group x (k * p, row-major), in place."""
+    """Orthonormal Haar transform along the k rows of the group x (k * p, row-major), in place.
+
+    Callers pass ``inverse`` as a run-time value (``np.bool_``, not a
+    literal ``True``/``False``, which numba would compile as a signature of
+    its own each): one compiled function serves both directions, the
+    non-local denoiser and inpainting.
+    """
     r = 1.0 / np.sqrt(2.0)
     if not inverse:
         n = k
@@ -173,14 +179,15 @@ def shrink_groups(X, lam, perm, own_ptr, node_end, parent, weights, debias, l0):
     shrinkage bias).
     """
     n, p = X.shape
+    zero = np.int64(0)  # not a literal 0: one compiled prox for every caller (see haar_group)
     m_work = max(parent.shape[0], p)
     work = np.empty((4, m_work))
     iwork = np.empty((2, m_work), dtype=np.int64)
     X0 = X.copy() if debias else X
     if l0:
-        _core.prox_tree_l0(X, 0, n, perm, own_ptr, node_end, parent, weights, np.full(n, lam), work, iwork)
+        _core.prox_tree_l0(X, zero, n, perm, own_ptr, node_end, parent, weights, np.full(n, lam), work, iwork)
         return
-    _core.prox_tree_l2(X, 0, n, perm, own_ptr, node_end, parent, weights, np.full(n, lam), work, iwork)
+    _core.prox_tree_l2(X, zero, n, perm, own_ptr, node_end, parent, weights, np.full(n, lam), work, iwork)
     if debias:
         for i in range(n):
             for j in range(p):
@@ -202,6 +209,7 @@ def stage1_chunk(F, T, soff, refs, h0, h1, h2, k, perm, own_ptr, node_end, paren
     """
     n = refs.shape[0]
     n_ch = T.shape[0]
+    forward, inverse_ = np.bool_(False), np.bool_(True)  # not literals: one compiled haar_group (see there)
     p0, p1, p2 = win.shape
     p = p0 * p1 * p2
     kp = k * p
@@ -221,7 +229,7 @@ def stage1_chunk(F, T, soff, refs, h0, h1, h2, k, perm, own_ptr, node_end, paren
                 q0, q1, q2 = idx[i, m, 0], idx[i, m, 1], idx[i, m, 2]
                 for c in range(p):
                     X[i, m * p + c] = T[ch, q0, q1, q2, c]
-            haar_group(X[i], k, p, tmp, False)
+            haar_group(X[i], k, p, tmp, forward)
         Xin = X.copy()
         shrink_groups(X, lam[ch], perm, own_ptr, node_end, parent, weights, debias, l0)
         for i in range(n):
@@ -235,7 +243,7 @@ def stage1_chunk(F, T, soff, refs, h0, h1, h2, k, perm, own_ptr, node_end, paren
                     r = x[j] / Xin[i, j]
                     g2 += r * r
             w = 1.0 / max(g2, 1.0)
-            haar_group(x, k, p, tmp, True)
+            haar_group(x, k, p, tmp, inverse_)
             for m in range(k):
                 add_patch(x[m * p:(m + 1) * p], I0, I1, I2, src, t1, t2, dst, win, w, bnum[ch], bden[ch],
                           idx[i, m, 0] + soff - borg[0], idx[i, m, 1] - borg[1], idx[i, m, 2] - borg[2])
@@ -251,6 +259,7 @@ def stage2_chunk(F, TE, TN, soff, refs, h0, h1, h2, k, sigma2, I0, I1, I2, win, 
     """
     n = refs.shape[0]
     n_ch = TN.shape[0]
+    forward, inverse_ = np.bool_(False), np.bool_(True)  # not literals: one compiled haar_group (see there)
     p0, p1, p2 = win.shape
     p = p0 * p1 * p2
     kp = k * p
@@ -272,8 +281,8 @@ def stage2_chunk(F, TE, TN, soff, refs, h0, h1, h2, k, sigma2, I0, I1, I2, win, 
                 for c in range(p):
                     e[m * p + c] = TE[ch, q0, q1, q2, c]
                     x[m * p + c] = TN[ch, q0, q1, q2, c]
-            haar_group(e, k, p, tmp, False)
-            haar_group(x, k, p, tmp, False)
+            haar_group(e, k, p, tmp, forward)
+            haar_group(x, k, p, tmp, forward)
             g2 = 1.0  # the group's mean (coefficient 0) passes unchanged: adding a constant to y adds it to the result
             for j in range(1, kp):
                 e2 = e[j] * e[j]
@@ -281,7 +290,7 @@ def stage2_chunk(F, TE, TN, soff, refs, h0, h1, h2, k, sigma2, I0, I1, I2, win, 
                 x[j] *= g
                 g2 += g * g
             w = 1.0 / (s2 * max(g2, 1e-12))  # BM3D's weight: the inverse of the group's residual noise variance
-            haar_group(x, k, p, tmp, True)
+            haar_group(x, k, p, tmp, inverse_)
             for m in range(k):
                 add_patch(x[m * p:(m + 1) * p], I0, I1, I2, src, t1, t2, dst, win, w, bnum[ch], bden[ch],
                           idx[m, 0] + soff - borg[0], idx[m, 1] - borg[1], idx[m, 2] - borg[2])
