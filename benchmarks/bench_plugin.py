@@ -14,6 +14,11 @@ them as a user would, on one noisy float32 plane of ``size x size`` with
 - Preview: time to the first (rule) and final (SURE) preview of the view
   zoomed out (a region capped around the centre) and zoomed in, and how long
   it keeps working once unticked;
+- Inpaint (``--inpaint``, needs ``../shared/images``): on seeding_crop
+  (1024x768 colour) with its text mask and on seeding (15.9 MP) with its
+  thin text: the time to the bar's first move, Cancel pressed after
+  ``INPAINT_CANCEL_S`` (idle, library call stopped), and a whole run with
+  the bar's longest gap;
 - the docks' ``sizeHint`` heights.
 
 The printed tables go to ``benchmarks/results/bench_plugin.md``.
@@ -32,12 +37,16 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 from _report import git_state, load_avg, table
 
 PLUGIN = "restore-tree"
 EARLY_CANCEL_S = 0.3  # Cancel this long after Apply: while lam is chosen or just after
+INPAINT_CANCEL_S = 2.0  # Cancel this long after Apply: inside the inpainting's first stages
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "images"
+INPAINT_CASES = (("seeding_crop", "seeding_crop_text1"), ("seeding", "seeding_text04"))
 
 
 def _display() -> subprocess.Popen | None:
@@ -62,6 +71,7 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=4096)
     ap.add_argument("--spins", type=int, default=None, help="cycle spins (default: the widget's)")
     ap.add_argument("--method", nargs="+", default=["wavelet", "nonlocal"], choices=["wavelet", "nonlocal"])
+    ap.add_argument("--inpaint", action="store_true", help="also time the Inpaint widget (../shared/images)")
     args = ap.parse_args()
     from _report import record_results  # the printed tables also go to benchmarks/results/bench_plugin.md
 
@@ -185,11 +195,52 @@ def _run(args: argparse.Namespace) -> None:
                      "call stopped s"], rows,
                     title=f"Denoise widget on a {n}x{n} plane (Cancel early: {EARLY_CANCEL_S} s after Apply; "
                           "late: bar past 75 %)"))
+        if args.inpaint:
+            _inpaint(viewer, docks["Inpaint"][1], wait)
         print(f"load average at end: {load_avg()}")
         viewer.close()
     finally:
         if xvfb is not None:
             xvfb.terminate()
+
+
+def _inpaint(viewer, w, wait) -> None:
+    """Time the Inpaint widget on a photo and on 15.9 MP, each with its text mask, as a user runs it."""
+    from skimage import io
+
+    rows = []
+    for image, mask in INPAINT_CASES:
+        photo = io.imread(SHARED / f"{image}.png")[..., :3]
+        holes = (io.imread(SHARED / "masks" / f"{mask}.png") > 127).astype(np.uint8)
+        layer = viewer.add_image(photo, name=image, rgb=True)
+        labels = viewer.add_labels(holes, name=mask)
+        w.image.value, w.mask.value = layer, labels
+        row = [f"{image} ({photo.shape[1]}x{photo.shape[0]})"]
+        for whole in (False, True):
+            stamps: list[float] = []
+            w.progress.changed.connect(lambda v, s=stamps: s.append(time.perf_counter()))
+            before = set(viewer.layers)
+            t_start = time.perf_counter()
+            w.run()
+            if whole:
+                total = wait(lambda b=before: not w.busy and len(viewer.layers) > len(b), timeout=1800.0)
+                gaps = np.diff([t_start, *[t for t in stamps if t <= t_start + total]])
+                row += [f"{total:.1f}", f"{gaps.max():.2f}"]
+            else:
+                wait(lambda t=t_start: time.perf_counter() - t > INPAINT_CANCEL_S)
+                w.cancel()
+                idle = wait(lambda: not w.busy)
+                stopped = wait(lambda: _calls() == 0)
+                first = stamps[0] - t_start if stamps else float("nan")
+                row += [f"{first:.2f}", f"{idle * 1000:.0f}", f"{idle + stopped:.2f}"]
+        for new in [lay for lay in viewer.layers if lay not in before]:
+            viewer.layers.remove(new)
+        viewer.layers.remove(labels)
+        viewer.layers.remove(layer)
+        rows.append(row)
+    print()
+    print(table(["image", "bar first moves s", "Cancel: idle ms", "call stopped s", "whole run s", "longest gap s"],
+                rows, title=f"Inpaint widget, text masks (Cancel {INPAINT_CANCEL_S} s after Run)"))
 
 
 if __name__ == "__main__":
