@@ -437,25 +437,21 @@ def all_finite(X):
     return True
 
 
-_EXPONENT = np.uint64(0x7FF0000000000000)  # a float64's exponent bits, all set for inf and NaN
-
-
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def copy_finite(src, dst):
-    """Copy the C-contiguous float64 array ``src`` into ``dst`` (same shape); return whether all are finite.
+    """Copy the 2-D float64 array ``src`` into ``dst`` (same shape); return whether all are finite.
 
-    One pass instead of a copy and a check: the test is on the exponent bits,
-    an integer reduction that vectorises (a float sum would not, without
-    fastmath).
+    One pass instead of a copy and a check. The test ``v - v == 0.0``
+    (false for inf and NaN only) is an OR of comparisons, which vectorises
+    (a float sum would not, without fastmath); indexing in two dimensions,
+    not through a flat view of the bits, compiles in a quarter of the time.
     """
-    n = src.size
-    a = src.reshape(n)
-    bits = a.view(np.uint64)
-    out = dst.reshape(n)
     bad = False
-    for j in range(n):
-        out[j] = a[j]
-        bad |= (bits[j] & _EXPONENT) == _EXPONENT
+    for i in range(src.shape[0]):
+        for j in range(src.shape[1]):
+            v = src[i, j]
+            dst[i, j] = v
+            bad |= not (v - v == 0.0)
     return not bad
 
 
