@@ -79,3 +79,13 @@ def test_progress_moves_through_the_prior_and_cancel_acts_in_it_within_a_second(
     with pytest.raises(Cancelled):
         inpaint(photo, mask, channel_axis=-1, progress=cancel)
     assert time.perf_counter() - raised[0] < 1.0
+
+
+@pytest.mark.parametrize("kind", ["strokes", "random"])
+def test_a_black_image_is_filled_black(kind):
+    """Every known pixel 0 (a black frame): the fill is 0 (it raised ValueError from a zero lam schedule)."""
+    img = np.zeros((64, 64), np.float32)
+    mask = stroke_mask()[:64, :64] if kind == "strokes" else np.random.default_rng(0).random((64, 64)) < 0.7
+    out = inpaint(img, mask)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, img)

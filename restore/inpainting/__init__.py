@@ -195,9 +195,11 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
              progress: ProgressCallback | None) -> np.ndarray:
     """The stages of :func:`inpaint` on its checked arguments."""
     M = job.missing
+    n_ch = job.image.shape[2]
     if not M.any():
         return job.result(None)
-    n_ch = job.image.shape[2]
+    if job.blank:  # every known pixel 0 (a black frame): so is every fill, and no stage has a scale to work in
+        return job.result(np.zeros((int(np.count_nonzero(M)), n_ch), dtype=job.image.dtype))
     gen = np.random.default_rng(0 if rng is None else rng)
     # known pixels held out of every stage: their error decides how far the refinements may move the interpolant
     held = holdout(M, gen)
@@ -355,6 +357,7 @@ class _Job:
     max_iter: int
     groups: GroupSettings
     prior: bool  # the iterated non-local prior ends the recipe
+    blank: bool  # every known pixel is 0
 
     @classmethod
     def check(cls, image: ArrayLike, mask: ArrayLike, *, dictionary, patch_size, stride, n_passes, lam, channel_axis,
@@ -390,7 +393,7 @@ class _Job:
         return cls(image, img, axis, M, unit, est, patch_size, stride, lams, check_int("n_train", n_train, min=0),
                    check_int("batch_size", batch_size), check_int("max_iter", max_iter),
                    GroupSettings(n_passes=check_int("n_group_passes", n_group_passes, min=0)),
-                   wants_prior(M) if prior is None else bool(prior))
+                   wants_prior(M) if prior is None else bool(prior), peak == 0.0)
 
     def result(self, values: np.ndarray | None) -> np.ndarray:
         """The image in the input's layout and result dtype, the missing pixels set to ``values`` (work units)."""
