@@ -67,15 +67,13 @@ def iterate_prior(x: np.ndarray, missing: np.ndarray, peak: float, steps: Steps)
     """The change the iterated denoiser makes to the missing pixels of ``x``: (n_missing, C), row-major order.
 
     ``x`` (H, W, C) float64 holds the known pixels and the current estimate
-    of the missing ones (it is overwritten). ``steps`` counts
+    of the missing ones (it is overwritten); ``peak`` > 0 is the known
+    pixels' largest magnitude, the unit of the noise levels. ``steps`` counts
     :func:`prior_steps` in all; the callback may raise to stop.
     """
     H, W, C = x.shape
     per_step = nonlocal_steps((H, W), _SETTINGS, C)
     idx = np.flatnonzero(missing)
-    if peak <= 0:  # every known pixel 0: nothing to denoise (and no noise level)
-        steps(_N_STEPS * per_step)
-        return np.zeros((len(idx), C))
     q = _colour_basis(C)
     flat = x.reshape(-1, C)
     start = flat[idx].copy()
