@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import sys
 import threading
 from typing import Any
@@ -84,19 +85,19 @@ _CORE_PER_OVERLAP = 4
 # ... and at most this many samples along each axis: planes of 2048 x 2048 are common in microscopy stores.
 _MAX_CORE = {2: 1024, 3: 128}
 # Bytes a process holds per voxel of the block it denoises (per sample of a plane), by number of transformed axes:
-# the wavelet method at its defaults. In a volume's block, about 110 bytes at the peak of the method itself (the
-# block as float64, its transforms with 8 cycle spins, the Wiener stage: tracemalloc on blocks of 96**3 to 128**3
-# voxels; 200 while the cache's accounting built the tree's general layout), and 300 in the command line's process
-# while it also reads ahead, writes and keeps freed memory in its allocator (VmHWM less the process's 0.2 GB at rest,
-# with blocks of 128**3 voxels, benchmarks/bench_store_memory.py; not measured again since). Planes: 151 bytes at
-# the method's peak (1536 x 1536). Cheaper settings cost less: an upper bound for them.
-_BYTES_PER_VOXEL = {2: 200, 3: 300}
+# the wavelet method at its defaults. Volumes: the method itself takes about 36 bytes a voxel at its peak (float32
+# input, 8 cycle spins, the Wiener stage: benchmarks/bench_volume_bytes.py); the command line's process about 95 a
+# voxel of its block over its 0.2 GB at rest, as it also assembles the block with its overlap, reads ahead and writes
+# (VmHWM of `restore denoise IN.zarr OUT.zarr --volume` with blocks of 160 x 128 x 192 voxels,
+# benchmarks/bench_store_memory.py); 120 leaves a margin for other chunkings. Planes: 151 bytes at the method's peak
+# (1536 x 1536), 200 in the process. Cheaper settings cost less: an upper bound for them.
+_BYTES_PER_VOXEL = {2: 200, 3: 120}
 # Bytes of blocks being denoised at once in a process (one block always runs): the 0.75 GB a volume of any size may
 # take from the command line on 2 cores (issue 29), less the 0.2 GB the process holds at rest (the interpreter,
-# NumPy, Dask, zarr and the compiled kernels). It sizes the blocks (:func:`_fit_memory`: at the defaults, cores of
-# 32 x 64 x 64 voxels with overlaps of 32, 96 x 128 x 128 voxels in all) and bounds how many run at once, whatever
-# the number of cores: blocks of the defaults run one at a time (the prox kernels use every core inside a block),
-# cheap ones several at once.
+# NumPy, Dask, zarr and the compiled kernels). It sizes the blocks (:func:`_fit_memory`: at the defaults, about 4.5 M
+# voxels, cores of about 100 voxels a side with overlaps of 32) and bounds how many run at once, whatever the number
+# of cores: blocks of the defaults run one at a time (the prox kernels and transforms use every core inside a
+# block), cheap ones several at once.
 BLOCK_MEMORY = 520 << 20
 
 
@@ -241,10 +242,20 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
     from the whole only near their borders and by what the method chooses
     on each unit (lam).
     """
+    import dask.array as da
+
     if progress is not None:
         raise ValueError("progress is not available for Dask arrays: use Dask's own diagnostics "
                          "(dask.diagnostics.ProgressBar or the distributed dashboard)")
     ndim, c_axis, sp_axes, n_axes = image.ndim, layout.c_axis, layout.sp_axes, len(layout.sp_axes)
+    shape = image.shape
+    # The whole is transformed padded to the grid (symmetric) and periodized: its first samples see its last ones.
+    # So are the blocks at its borders (the axes padded, and a periodic overlap), or they would be periodized on
+    # their own and differ from the whole there (sliced axes: the blocks of a chunk, as before).
+    pad = {a: -int(shape[a]) % step for a, step in zip(sp_axes, method.grid, strict=True) if a not in layout.sliced}
+    given = image
+    if any(pad.values()):
+        image = da.pad(image, [(0, pad.get(a, 0)) for a in range(ndim)], mode="symmetric")
     depth = {a: 0 for a in range(ndim)}
     chunks = {a: -1 for a in range(ndim) if a == c_axis}  # every block holds whole channels
     # ... and one plane (volume) of a stack: computing one computes no other
@@ -270,9 +281,16 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
         grid_chunks = _grid_chunks(int(image.shape[a]), core, depth[a])
         if tuple(image.chunks[a]) != grid_chunks:
             chunks[a] = grid_chunks
+        if len(grid_chunks) == 1:
+            depth[a] = 0  # one block spans the axis: it is the whole's, no overlap
+    boundary = {a: "periodic" if a in pad and depth[a] else "none" for a in range(ndim)}
     arr = image.rechunk(chunks) if chunks else image
     if not noise.complete:
-        noise = noise.resolved(_noise_sample(image, sp_axes), has_channels=False)
+        noise = noise.resolved(_noise_sample(given, sp_axes), has_channels=False)
+    settle = getattr(method, "settled", None)
+    if settle is not None and ndim == n_axes == 3 and any(len(arr.chunks[a]) > 1 for a in sp_axes):
+        # one volume in several blocks: what the method chooses from the data (lam), chosen once, as on the whole
+        method = settle(_sample_regions(image, method.grid, tuple(depth[a] for a in sp_axes)), layout, noise)
     dtype = output_dtype(arr.dtype)
 
     def block(b):  # the settings of the whole, whatever the block's size
@@ -286,10 +304,13 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
                 _give_back()
 
     def overlapping(x):
-        return x.map_overlap(block, depth=depth, boundary="none", dtype=dtype, meta=np.empty((0,) * ndim, dtype))
+        return x.map_overlap(block, depth=depth, boundary=boundary, dtype=dtype, meta=np.empty((0,) * ndim, dtype))
+
+    def unpadded(x):
+        return x[tuple(slice(0, int(n)) for n in shape)] if any(pad.values()) else x
 
     if not sliced:
-        return overlapping(arr)
+        return unpadded(overlapping(arr))
     # Dask's overlap cannot be deeper than a block's core: along the sliced axes, each core is cut out with its
     # overlap, as one chunk, and its blocks overlap along the other axes only
     deep = {a: depth[a] for a in sliced}
@@ -310,14 +331,47 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
         parts = [along(rest, {**region, a: (s0, min(s0 + sliced[a], int(arr.shape[a])))}) for s0 in starts]
         return parts[0] if len(parts) == 1 else da.concatenate(parts, axis=a)
 
+    return unpadded(along(sorted(sliced), {}))
+
+
+# Side of the cubes (voxels) a volume in blocks chooses its lam on (:func:`_sample_regions`): 8 of them hold 2**21
+# voxels, four times what SURE measures its risk on (``restore.denoise._lam._SURE_MAX_COEFFS``).
+_SAMPLE_SIDE = 64
+
+
+def _sample_regions(image, grid: tuple[int, ...], depth: tuple[int, ...]) -> list[tuple[np.ndarray, tuple]]:
+    """Cubes at the centres of a Dask volume's octants with their overlap (periodic), and each cube's place in it.
+
+    ``image``: padded to the ``grid`` (as the whole is transformed); an axis of no ``depth`` is taken whole. The
+    trees of a cube, transformed with its overlap, are about the whole's trees there: what a method chooses from
+    the data of a volume in blocks (lam by SURE) is chosen on them once, for every block, as on the whole in memory
+    (SURE's regular subset of its trees), not on each block, whose choice would vary with its size.
+    """
     import dask.array as da
 
-    return along(sorted(sliced), {})
+    axes_idx, cores = [], []
+    for n, g, d in zip(image.shape, grid, depth, strict=True):
+        n = int(n)
+        side = max(g, min(_SAMPLE_SIDE, n // g * g))
+        if not d or side + 2 * d >= n:
+            axes_idx.append([np.arange(n)])
+            cores.append(slice(0, n))
+            continue
+        at = sorted({((2 * j + 1) * n // 4 - side // 2) // g * g for j in (0, 1)})
+        axes_idx.append([np.arange(s0 - d, s0 + side + d) % n for s0 in at])
+        cores.append(slice(d, d + side))
+    regions = []
+    for idx in itertools.product(*axes_idx):
+        r = image
+        for a, ix in enumerate(idx):
+            r = r[(slice(None),) * a + (ix,)]
+        regions.append(r)
+    return [(np.asarray(r), tuple(cores)) for r in da.compute(*regions)]
 
 
 # Volumes of more voxels than this (per channel) are denoised in memory as Dask arrays are, in overlapping blocks:
-# transformed whole, a volume takes about 140 to 200 bytes a voxel (tree, transforms, Wiener stage), 5 to 7 GB here,
-# and a block of the defaults about 1.3 GB whatever the volume.
+# transformed whole, a float32 volume takes about 36 bytes a voxel (benchmarks/bench_volume_bytes.py), 1.2 GB here,
+# and the blocks of the defaults about 0.5 GB whatever the volume.
 _WHOLE_MAX_VOXELS = 1 << 25  # 33.5 M voxels, 128 x 512 x 512
 
 

@@ -11,7 +11,7 @@ settings with :meth:`WaveletTree.checked`) and hand both to the driver.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -22,9 +22,11 @@ from .._progress import ProgressCallback, Steps
 from .._validation import check_choice, check_int, check_number, check_per_channel
 from ..noise import NoiseEstimate
 from ..proximal import PENALTIES
+from ..wavelet import band_layout
 from ._driver import check_call, drive
 from ._lam import LamChoice, LamMethod, _choice_for_plane, _lam_steps, _resolve_method, _seed
 from ._layout import Layout
+from ._noise_model import NoiseModel
 from ._stages import (
     _denoise_plane,
     _shrink_steps,
@@ -139,6 +141,34 @@ class WaveletTree:
         return (_lam_steps(self.lam_method, self.penalty, plan, self.per_level, scaled)
                 + _shrink_steps(_tree_shifts(self.n_shifts, self.wiener), len(shape)) + sum(2 * k for _, k in passes))
 
+    def settled(self, regions: list[tuple[np.ndarray, tuple]], layout: Layout, noise: NoiseModel) -> WaveletTree:
+        """The method with the lam (and level weights) it chooses on parts of a volume, for all its blocks.
+
+        ``regions``: cubes of the volume with their overlap, and each cube's place in its region
+        (:func:`._driver._sample_regions`). Each region is transformed, the trees of its cube kept (about the
+        whole's trees there), and SURE (or the rule) chooses on all of them together, as on the whole. A lam
+        given stays.
+        """
+        if self.lam_method is None:
+            return self
+        bands, cubes, model = [], [], noise
+        for region, core in regions:
+            x, model = prepare(region, layout, noise, block=True)
+            ((_, data, _, _),) = unit_channels(x, layout, model, Steps(None, 0), need_sigma=False, keep_float32=True)
+            bands.append(_core_trees(self.plan(data.shape), data, core))
+            cubes.append(np.asarray(data[core], dtype=np.float64))
+        mosaic = np.concatenate(cubes, axis=0)  # the cubes side by side, their trees as the coefficients' layout
+        del cubes
+        coeffs = np.concatenate([np.concatenate(parts, axis=0).ravel() for parts in zip(*bands, strict=True)])
+        del bands
+        sigma = model.sigmas_of([mosaic])[0]
+        var_map = model.var_maps([mosaic], 3)[0]
+        lam, weights = _choice_for_plane(mosaic, sigma, self.penalty, self.lam_method, self.plan(mosaic.shape),
+                                         self.penalize_approx, np.random.default_rng(self.seed), None, self.per_level,
+                                         var_map, coeffs)
+        return replace(self, lam_method=None, lams=(float(lam),),
+                       level_weights=None if weights is None else (tuple(float(w) for w in weights),))
+
     def choose(self, unit: np.ndarray, sigma: float, var_map: np.ndarray | None,
                steps: Steps | None, coeffs: np.ndarray | None = None) -> tuple[float, np.ndarray | None]:
         """Lam of one unit and, by SURE per level, its level weights (None: all 1); SURE's probe afresh.
@@ -174,6 +204,22 @@ class WaveletTree:
                 continue
             out = _wiener_plane(unit, out, w_sigma, wiener_plan, k, steps, w_var)
         return out
+
+
+def _core_trees(plan: _Plan, region: np.ndarray, core: tuple[slice, ...]) -> list[np.ndarray]:
+    """The bands of ``region``'s transform restricted to the trees whose roots lie in ``core`` (on the grid)."""
+    c = plan.forward(region)
+    layout = band_layout(plan.padded, plan.splits)
+    roots = layout[0].shape
+    out = []
+    for b in layout:
+        # each axis of a band as (root, descendant within the root's cell): keep the core's roots
+        split = [d for r, n in zip(roots, b.shape, strict=True) for d in (r, n // r)]
+        keep = tuple(s for r, p, sl in zip(roots, plan.padded, core, strict=True)
+                     for s in (slice(sl.start * r // p, sl.stop * r // p), slice(None)))
+        part = c[b.start:b.start + b.size].reshape(split)[keep]
+        out.append(part.reshape([part.shape[2 * a] * part.shape[2 * a + 1] for a in range(len(roots))]))
+    return out
 
 
 @call_scope()
@@ -305,11 +351,13 @@ def denoise_wavelet_tree(
         ``axes=(0, 1, 2)``, a volume (P, M, N). A Dask array gives a lazy Dask
         array, computed block by block with overlaps
         (:func:`dask.array.map_overlap`) of up to 32 voxels (256 pixels in
-        2-D), so that it agrees with the in-memory result away from the
-        volume's borders (exactly when the basis functions reach no further):
-        blocks have the levels of the whole, its photon noise (estimated
-        once, on a central part of at most 16 M voxels), and, with ``lam``
-        chosen automatically, choose their own. Every setting is checked at
+        2-D), so that it agrees with the in-memory result (exactly when the
+        basis functions reach no further; a volume's blocks at its borders
+        overlap periodically, as its transform is periodized): blocks have
+        the levels of the whole, its photon noise (estimated once, on a
+        central part of at most 16 M voxels), and, with ``lam`` chosen
+        automatically, a volume's lam chosen once for all its blocks (on 8
+        cubes of it), planes their own. Every setting is checked at
         the call; the values (NaN, inf) block by block. Integer images are
         converted to float in [0, 1] (:func:`skimage.util.img_as_float`);
         float images are neither rescaled nor clipped.
@@ -470,11 +518,12 @@ def denoise_wavelet_tree(
     replaces.
 
     A volume of more than 2**25 voxels (per channel) is denoised in the
-    overlapping blocks a Dask array of it would be, two at a time: whole,
-    it would take about 160 bytes a voxel; in blocks, the input, the output
-    and a bounded working memory per block (``benchmarks/bench_volume.py
-    --part memory``). The result is then the Dask array's (with lam chosen
-    automatically, one per block; under photon noise, the gain and read
+    overlapping blocks a Dask array of it would be, as many at once as
+    0.5 GB holds: whole, it would take about 36 bytes a voxel (float32
+    input, ``benchmarks/bench_volume_bytes.py``); in blocks, the input, the
+    output and a bounded working memory. The result is then the Dask array's (with lam chosen
+    automatically once, on 8 cubes of 64 voxels a side at the centres of
+    the volume's octants, for every block; under photon noise, the gain and read
     noise are estimated, and checked, on a central part of at most 16 M
     voxels). ``progress`` is then called from the blocks' threads, one call
     at a time.
