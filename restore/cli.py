@@ -750,6 +750,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if argv is None:
+            import gc
+
+            # the process ends next: the interpreter's last collections would walk every object of numba, SciPy
+            # and Dask, a second or so after the command's last line (after Ctrl-C too); the system frees them
+            gc.freeze()
 
 
 def _exit_interrupted(signum: int, frame: Any) -> None:
