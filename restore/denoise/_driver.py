@@ -217,15 +217,22 @@ def _block_plan(chunk: int, n: int, grid: int, reach: int, n_axes: int = 3) -> t
 
 
 def _grid_chunks(n: int, core: int, depth: int) -> tuple[int, ...]:
-    """Chunks of ``core`` samples along an axis of ``n``, the remainder joined to the last when shorter than ``depth``.
+    """Chunks of ``core`` samples along an axis of ``n``; a remainder shorter than ``depth`` grows to ``depth``.
 
     Dask's overlap rechunks any chunk shorter than its depth, which would
-    start the blocks after it off the method's grid.
+    start the blocks after it off the method's grid: the remainder takes
+    what it lacks from the chunk before it (both stay on the grid when
+    ``n``, ``core`` and ``depth`` are multiples of it, and no block grows
+    past its core), or is joined to it when that one would be too short.
     """
     sizes = [core] * (n // core)
     rest = n - core * len(sizes)
     if rest and sizes and rest < depth:
-        sizes[-1] += rest
+        if sizes[-1] - (depth - rest) >= depth:
+            sizes[-1] -= depth - rest
+            sizes.append(depth)
+        else:
+            sizes[-1] += rest
     elif rest:
         sizes.append(rest)
     return tuple(sizes)
@@ -288,9 +295,11 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
     if not noise.complete:
         noise = noise.resolved(_noise_sample(given, sp_axes), has_channels=False)
     settle = getattr(method, "settled", None)
-    if settle is not None and ndim == n_axes == 3 and any(len(arr.chunks[a]) > 1 for a in sp_axes):
+    if settle is not None and ndim == n_axes == 3 and not sliced and any(len(arr.chunks[a]) > 1 for a in sp_axes):
         # one volume in several blocks: what the method chooses from the data (lam), chosen once, as on the whole
-        method = settle(_sample_regions(image, method.grid, tuple(depth[a] for a in sp_axes)), layout, noise)
+        # (read here, when the method needs it; not for a viewer's slices, whose blocks choose their own lazily)
+        method = settle(functools.partial(_sample_regions, image, method.grid, tuple(depth[a] for a in sp_axes)),
+                        layout, noise)
     dtype = output_dtype(arr.dtype)
 
     def block(b):  # the settings of the whole, whatever the block's size

@@ -10,7 +10,7 @@ settings with :meth:`WaveletTree.checked`) and hand both to the driver.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -141,18 +141,19 @@ class WaveletTree:
         return (_lam_steps(self.lam_method, self.penalty, plan, self.per_level, scaled)
                 + _shrink_steps(_tree_shifts(self.n_shifts, self.wiener), len(shape)) + sum(2 * k for _, k in passes))
 
-    def settled(self, regions: list[tuple[np.ndarray, tuple]], layout: Layout, noise: NoiseModel) -> WaveletTree:
+    def settled(self, regions: Callable[[], list[tuple[np.ndarray, tuple]]], layout: Layout,
+                noise: NoiseModel) -> WaveletTree:
         """The method with the lam (and level weights) it chooses on parts of a volume, for all its blocks.
 
-        ``regions``: cubes of the volume with their overlap, and each cube's place in its region
-        (:func:`._driver._sample_regions`). Each region is transformed, the trees of its cube kept (about the
-        whole's trees there), and SURE (or the rule) chooses on all of them together, as on the whole. A lam
-        given stays.
+        ``regions()``: cubes of the volume with their overlap, and each cube's place in its region
+        (:func:`._driver._sample_regions`), read only when lam is to be chosen. Each region is transformed,
+        the trees of its cube kept (about the whole's trees there), and SURE (or the rule) chooses on all of
+        them together, as on the whole. A lam given stays.
         """
         if self.lam_method is None:
             return self
         bands, cubes, model = [], [], noise
-        for region, core in regions:
+        for region, core in regions():
             x, model = prepare(region, layout, noise, block=True)
             ((_, data, _, _),) = unit_channels(x, layout, model, Steps(None, 0), need_sigma=False, keep_float32=True)
             bands.append(_core_trees(self.plan(data.shape), data, core))
