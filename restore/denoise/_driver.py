@@ -167,8 +167,11 @@ def _malloc_trim() -> Any:
     import ctypes
     import ctypes.util
 
-    with contextlib.suppress(OSError, AttributeError, TypeError):
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    # glibc's name first: find_library runs ldconfig in a child process, a fork of this one (its resident
+    # memory counted twice by whoever sums a process tree's)
+    for name in ("libc.so.6", None):
+        with contextlib.suppress(OSError, AttributeError, TypeError):
+            return ctypes.CDLL(name if name else ctypes.util.find_library("c")).malloc_trim
     return None
 
 
