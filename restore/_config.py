@@ -4,7 +4,11 @@ Every kernel of :mod:`restore._core` is decorated with ``njit(**JIT)``; a test
 checks it. ``cache=True`` keeps the first call cheap after the first run,
 ``nogil=True`` lets GUI worker threads and the column thread pool run kernels
 concurrently, and ``fastmath`` stays off so that the prox kernels reproduce
-SPAMS to 1e-9.
+SPAMS to 1e-9. ``no_cfunc_wrapper`` skips the C-callable wrapper numba
+otherwise lowers for every compiled signature: it serves only kernels used
+as first-class function values (none here; kernels call each other
+directly), and lowering it adds to every first call's compile time
+(``benchmarks/bench_first_call.py`` measures it).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-JIT: dict = {"cache": True, "nogil": True, "fastmath": False, "error_model": "numpy"}
+JIT: dict = {"cache": True, "nogil": True, "fastmath": False, "error_model": "numpy", "no_cfunc_wrapper": True}
 
 #: The tree of a dictionary's atoms unless told otherwise: 1 + 10 + 30 + 90 = 131 atoms, the shipped
 #: dictionary's (more leaves than the paper's (10, 2, 2) keep textures under random pixel loss).
