@@ -136,9 +136,12 @@ class Concurrent(Identity):
 
 
 @pytest.mark.parametrize("side, at_once", [(112, 1), (24, 2)])
-def test_blocks_run_at_once_as_memory_allows_not_as_many_as_threads(side, at_once):
-    """Blocks of 1.4 M voxels (0.3 GB each at the defaults) run one at a time, on any number of threads; small ones
-    run together."""
+def test_blocks_run_at_once_as_memory_allows_not_as_many_as_threads(side, at_once, monkeypatch):
+    """Blocks of 1.4 M voxels (0.4 GB each at 300 bytes a voxel) run one at a time, on any number of threads; small
+    ones run together."""
+    from restore.denoise import _driver
+
+    monkeypatch.setitem(_driver._BYTES_PER_VOXEL, 3, 300)  # a method of 300 bytes a voxel: half the budget a block
     image = da.zeros((2 * side, side, side), chunks=(side, side, side))
     method = Concurrent()
     _run(image, method, sigma=0.1, axes=(0, 1, 2)).compute(scheduler="threads", num_workers=4)

@@ -219,19 +219,20 @@ def _block_plan(chunk: int, n: int, grid: int, reach: int, n_axes: int = 3) -> t
     return min(fits[0] if fits else high, n), depth
 
 
-def _grid_chunks(n: int, core: int, depth: int) -> tuple[int, ...]:
-    """Chunks of ``core`` samples along an axis of ``n``; a remainder shorter than ``depth`` grows to ``depth``.
+def _grid_chunks(n: int, core: int, depth: int, borrow: bool = False) -> tuple[int, ...]:
+    """Chunks of ``core`` samples along an axis of ``n``; a remainder shorter than ``depth`` is joined to the last.
 
     Dask's overlap rechunks any chunk shorter than its depth, which would
-    start the blocks after it off the method's grid: the remainder takes
-    what it lacks from the chunk before it (both stay on the grid when
-    ``n``, ``core`` and ``depth`` are multiples of it, and no block grows
-    past its core), or is joined to it when that one would be too short.
+    start the blocks after it off the method's grid. With ``borrow`` (a
+    periodic method's padded axis: ``n``, ``core`` and ``depth`` multiples
+    of its grid), the remainder takes what it lacks from the chunk before
+    it instead, so that no block grows past its core, unless that one
+    would then be too short.
     """
     sizes = [core] * (n // core)
     rest = n - core * len(sizes)
     if rest and sizes and rest < depth:
-        if sizes[-1] - (depth - rest) >= depth:
+        if borrow and sizes[-1] - (depth - rest) >= depth:
             sizes[-1] -= depth - rest
             sizes.append(depth)
         else:
@@ -259,10 +260,12 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
                          "(dask.diagnostics.ProgressBar or the distributed dashboard)")
     ndim, c_axis, sp_axes, n_axes = image.ndim, layout.c_axis, layout.sp_axes, len(layout.sp_axes)
     shape = image.shape
-    # The whole is transformed padded to the grid (symmetric) and periodized: its first samples see its last ones.
-    # So are the blocks at its borders (the axes padded, and a periodic overlap), or they would be periodized on
-    # their own and differ from the whole there (sliced axes: the blocks of a chunk, as before).
-    pad = {a: -int(shape[a]) % step for a, step in zip(sp_axes, method.grid, strict=True) if a not in layout.sliced}
+    # A periodic method transforms the whole padded to the grid (symmetric) and periodized: its first samples see
+    # its last ones. So do the blocks at its borders (the axes padded, and a periodic overlap), or they would be
+    # periodized on their own and differ from the whole there (sliced axes: the blocks of a chunk, as before).
+    periodic = bool(getattr(method, "periodic", False))
+    pad = {a: -int(shape[a]) % step for a, step in zip(sp_axes, method.grid, strict=True)
+           if periodic and a not in layout.sliced}
     given = image
     if any(pad.values()):
         image = da.pad(image, [(0, pad.get(a, 0)) for a in range(ndim)], mode="symmetric")
@@ -288,7 +291,7 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
     cores = _fit_memory([planned[a][0] for a in axes], [depth[a] for a in axes], [planned[a][2] for a in axes],
                         [int(image.shape[a]) for a in axes], [planned[a][1] for a in axes], n_axes, fixed)
     for a, core in zip(axes, cores, strict=True):
-        grid_chunks = _grid_chunks(int(image.shape[a]), core, depth[a])
+        grid_chunks = _grid_chunks(int(image.shape[a]), core, depth[a], borrow=a in pad)
         if tuple(image.chunks[a]) != grid_chunks:
             chunks[a] = grid_chunks
         if len(grid_chunks) == 1:

@@ -43,6 +43,10 @@ class UnitMethod(Protocol):
         input samples, i.e. the overlap Dask blocks need (the driver rounds
         it up to the grid).
 
+    A method may set ``periodic = True``: it pads a unit to its grid
+    (symmetrically) and treats it as periodic, so Dask blocks at the image's
+    borders overlap periodically, as the whole would be treated.
+
     A method may set ``float32_volumes = True``: a 3-D grey unit of a float32
     image then comes as float32, not a float64 copy (a volume's 8 bytes a
     voxel), and the method reads it as float64 where it computes (its values

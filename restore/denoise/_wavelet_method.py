@@ -82,6 +82,8 @@ class WaveletTree:
     strength: float = 1.0  # multiplies lam, chosen or given
     # a float32 volume is transformed slab by slab from itself (:meth:`._transform._Plan.forward`): no float64 copy
     float32_volumes = True
+    # padded to the grid and periodized (mode='periodization'): Dask blocks at the borders overlap periodically
+    periodic = True
 
     @classmethod
     def checked(cls, layout: Layout, shape: tuple[int, ...], *, lam, penalty, wavelet, level, penalize_approx,
