@@ -35,8 +35,8 @@ Run from the repository root::
     PYTHONPATH=. .venv/bin/python benchmarks/bench_first_call.py
     PYTHONPATH=. .venv/bin/python benchmarks/bench_first_call.py --cases inpaint --kernels 30 --no-record
 
-The default run takes about four minutes on two idle cores (twice that on
-a busy machine) and writes ``benchmarks/results/bench_first_call.md``.
+The default run takes about a minute and a half on two cores (several
+minutes on a busy machine) and writes ``benchmarks/results/bench_first_call.md``.
 """
 
 from __future__ import annotations
