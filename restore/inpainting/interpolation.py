@@ -20,10 +20,14 @@ _BAND_MARGIN = 32  # rows of context above and below each band (px): the interpo
 _START_WIDTHS = (2.0, 8.0, 32.0)
 _START_DENSITY = 0.05
 _START_TRUNCATE = 3.0  # support of those Gaussians, in sd
+# Largest connected region of a band's mask (px, 8-connected) solved by a sparse factorisation instead of the
+# conjugate gradients: regions of text, scratches and holes factor with little fill-in (far under a second per band
+# of _BAND_PX); one region of random loss spans the band and would not.
+_DIRECT_MAX_REGION = 50_000
 
 
 def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = None, *,
-                    warm: bool = False, rtol: float = _CG_TOL) -> np.ndarray:
+                    warm: bool = False, rtol: float = _CG_TOL, direct: bool = False) -> np.ndarray:
     """The image (channels last) with its missing pixels set to the biharmonic interpolant of the known ones.
 
     The interpolant of :func:`skimage.restoration.inpaint_biharmonic` (up
@@ -35,7 +39,10 @@ def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = 
     report their iterations through ``steps.tick`` (for Cancel). ``warm``:
     the solve starts from ``img``'s values at the missing pixels (an
     interpolant of nearly the same known pixels) instead of a local average;
-    ``rtol``: the relative residual that ends the solve.
+    ``rtol``: the relative residual that ends the solve. ``direct``: a band
+    whose mask has no connected region over ``_DIRECT_MAX_REGION`` pixels is
+    solved exactly by a sparse factorisation (many times faster than the
+    conjugate gradients on thin masks); the others as above.
     """
     H, W, n_ch = img.shape
     out = img.copy()
@@ -46,7 +53,8 @@ def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = 
             core = np.zeros(sub.shape, dtype=bool)
             core[r0 - a:r1 - a] = True
             # the band's missing pixels in row-major order, of which those of the core rows are m's
-            out[r0:r1][m] = _biharmonic_band(img[a:b], sub, steps, warm, rtol)[core[sub]]
+            exact = direct and _small_regions(sub)
+            out[r0:r1][m] = _biharmonic_band(img[a:b], sub, steps, warm, rtol, exact)[core[sub]]
         elif steps is not None:
             steps(n_ch)
     return out
@@ -57,6 +65,14 @@ def bands(H: int, W: int, band_px: int = _BAND_PX) -> list[tuple[int, int, int, 
     band = max(1, band_px // W)
     return [(r0, min(H, r0 + band), max(0, r0 - _BAND_MARGIN), min(H, r0 + band + _BAND_MARGIN))
             for r0 in range(0, H, band)]
+
+
+def _small_regions(missing: np.ndarray) -> bool:
+    """Whether every 8-connected region of ``missing`` has at most ``_DIRECT_MAX_REGION`` pixels."""
+    from scipy import ndimage
+
+    labels, n = ndimage.label(missing, structure=np.ones((3, 3), dtype=bool))
+    return n == 0 or int(np.bincount(labels.reshape(-1))[1:].max()) <= _DIRECT_MAX_REGION
 
 
 def _normalized_convolution(img: np.ndarray, missing: np.ndarray) -> np.ndarray:
@@ -87,13 +103,13 @@ def _normalized_convolution(img: np.ndarray, missing: np.ndarray) -> np.ndarray:
 
 
 def _biharmonic_band(img: np.ndarray, missing: np.ndarray, steps: Steps | None = None,
-                     warm: bool = False, rtol: float = _CG_TOL) -> np.ndarray:
+                     warm: bool = False, rtol: float = _CG_TOL, exact: bool = False) -> np.ndarray:
     """Biharmonic interpolation of one band (see :func:`biharmonic_fill`): its missing pixels (n, channels), float64.
 
     In row-major order; only the values next to missing pixels are read in float64 (the memory of 16 MP photos).
     """
     from scipy import sparse
-    from scipy.sparse.linalg import cg
+    from scipy.sparse.linalg import cg, splu
 
     h, w, n_ch = img.shape
     flat = img.reshape(h * w, n_ch)  # a view: read at the known neighbours of missing pixels only
@@ -128,6 +144,12 @@ def _biharmonic_band(img: np.ndarray, missing: np.ndarray, steps: Steps | None =
                           shape=(len(r), len(unknown)))
     A = (L.T @ L).tocsr()
     rhs = -(L.T @ known_part)
+    if exact:
+        # the regions are independent blocks (up to their 2-pixel coupling): a fill-reducing order keeps them so
+        values = splu(A.tocsc(), permc_spec="MMD_AT_PLUS_A").solve(np.ascontiguousarray(rhs))
+        for _ in range(n_ch if steps is not None else 0):  # the same count as the iterative solve's
+            steps()
+        return values
     jacobi = sparse.diags(1.0 / A.diagonal())
     start = img[missing].astype(np.float64) if warm else _normalized_convolution(img, missing)
     values = np.empty((len(unknown), n_ch))
