@@ -552,10 +552,10 @@ def _stage(stage: int, Y: np.ndarray, guide3: np.ndarray | None, E: np.ndarray |
         if l0:  # a node costs lam per coefficient it owns (the root, the group's mean patch, nothing: always kept)
             weights = np.diff(f.own_ptr).astype(np.float64)
             weights[f.parent < 0] = 0.0
+            weights.setflags(write=False)  # read-only as a tree's own: the kernels' signature of prox and inpaint
             lams = 0.5 * (s.lam * sigmas) ** 2
         else:
-            # a writable copy, as l0's weights: one compiled signature of the kernels for both penalties
-            weights, lams = np.array(f.weights, dtype=np.float64), s.lam * sigmas
+            weights, lams = f.weights, s.lam * sigmas
     num = np.zeros(Y.shape)
     den = np.zeros(Y.shape)
     h0, h1, h2 = half3

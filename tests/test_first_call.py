@@ -24,16 +24,16 @@ sys.path.insert(0, {tests!r})
 import restore
 from restore import _core, _core_blockmatch, _core_diffusion, _core_inpaint, _core_nonlocal, _core_regular
 
-job = sys.argv[1]
-if job == "inpaint":  # a colour photo with strokes: the start, the passes and the non-local passes
+for job in sys.argv[1].split("+"):  # several jobs: one session (the plugin runs them all)
+  if job == "inpaint":  # a colour photo with strokes: the start, the passes and the non-local passes
     from inpaint_cases import photo_crop, stroke_mask
     img, mask = photo_crop(), stroke_mask()
     restore.inpaint(img, mask, channel_axis=-1, rng=0)
-elif job == "nonlocal":
+  elif job == "nonlocal":
     from skimage import data
     y = data.camera()[200:264, 200:264] / 255.0
     restore.denoise_nonlocal_tree(y + 0.1 * np.random.default_rng(0).standard_normal(y.shape))
-elif job == "prox":
+  elif job == "prox":
     for penalty in restore.PENALTIES:
         tree = restore.Tree.balanced((3, 2))
         restore.prox(np.linspace(-2, 2, tree.n_vars * 5).reshape(tree.n_vars, 5), 0.3, penalty=penalty, tree=tree)
@@ -47,7 +47,7 @@ print(json.dumps(many))
 """
 
 
-@pytest.mark.parametrize("job", ["inpaint", "nonlocal", "prox"])
+@pytest.mark.parametrize("job", ["inpaint", "nonlocal", "prox", "nonlocal+prox"])
 def test_a_job_compiles_each_kernel_once(job, tmp_path):
     script = _SCRIPT.format(tests=str(ROOT / "tests"))
     res = subprocess.run([sys.executable, "-c", script, job], cwd=ROOT, capture_output=True, text=True, timeout=600,
