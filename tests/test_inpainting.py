@@ -110,14 +110,17 @@ def test_pass_grids_skip_patches_touching_the_mask_on_their_rim_only():
         assert rows.min() >= 24 and rows.max() <= 31 and cols.min() >= 4 and cols.max() <= 48
 
 
-def test_interpolant_is_skimage_biharmonic(photo, strokes, rng):
+@pytest.mark.parametrize("direct", [False, True])
+def test_interpolant_is_skimage_biharmonic(photo, strokes, rng, direct, monkeypatch):
     from skimage.restoration import inpaint_biharmonic
 
+    from restore.inpainting import interpolation
     from restore.inpainting.interpolation import biharmonic_fill
 
+    monkeypatch.setattr(interpolation, "_DIRECT_CHUNK", 100)  # the factorisations of many chunks of regions
     for mask in (strokes, rng.random((128, 128)) < 0.7):
         ref = inpaint_biharmonic(photo, mask, channel_axis=-1)
-        ours = biharmonic_fill(photo.astype(np.float64), mask)
+        ours = biharmonic_fill(photo.astype(np.float64), mask, direct=direct)
         np.testing.assert_array_equal(ours[~mask], photo[~mask])
         assert abs(masked_psnr(ours, photo, mask) - masked_psnr(ref, photo, mask)) < 0.3
         assert masked_psnr(ours, ref, mask) > 35  # the same interpolant, up to the CG tolerance
