@@ -388,3 +388,16 @@ def test_a_file_that_is_no_dictionary_is_refused_with_one_clear_line(photo, stro
     with pytest.raises(ValueError, match=r"dictionary .*d\.np[yz].* (is not|was not written)") as info:
         inpaint(photo, strokes, channel_axis=-1, dictionary=path)
     assert "context manager" not in str(info.value) and "\n" not in str(info.value)
+
+
+def test_hole_fill_stays_in_the_known_range():
+    # a cone rising to a hole: the biharmonic interpolant carries the slope on, far past every known value (as
+    # scikit-image's does before it clips); the fill must not (a hole of astronaut.png went -4.5 dB under biharmonic)
+    yy, xx = np.mgrid[:96, :96]
+    r = np.hypot(yy - 48, xx - 48)
+    cone = np.clip((32 - r) / 12, 0, 1)
+    img = np.stack([cone, 0.5 * cone, 1 - cone], axis=-1)
+    hole = r < 20
+    out = inpaint(img, hole, channel_axis=-1)
+    lo, hi = img[~hole].min(axis=0), img[~hole].max(axis=0)
+    assert np.all(out[hole] >= lo - 0.05) and np.all(out[hole] <= hi + 0.05)

@@ -240,7 +240,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     log.info("dictionary ready in %.2f s", time.perf_counter() - t0)
     # 2. the start: the biharmonic interpolant, 3. sharpened at edges by the diffusion
     t0 = time.perf_counter()
-    start = biharmonic_fill(work, run, steps, direct=not dense)
+    start = biharmonic_fill(work, run, steps, direct=not dense, clip=not dense)
     del work  # from here on, the estimate's arrays only (the peak memory of 16 MP photos)
     interpolant = start[run]
     start, diffused = sharpen(start, run, default_num_threads(), steps.callback(n_cycles))
@@ -326,7 +326,8 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     full = job.image / job.unit
     full[M] = interpolant[in_m]
     interpolant = None  # noqa: F841 - the memory of 16 MP photos
-    values = biharmonic_fill(full, M, steps, warm=True, rtol=_FINAL_CG_TOL, direct=not dense)[M]
+    values = biharmonic_fill(full, M, steps, warm=True, rtol=_FINAL_CG_TOL, direct=not dense,
+                             clip=not dense)[M]
     values += change[in_m]
     return job.result(values.astype(job.image.dtype, copy=False))
 

@@ -28,7 +28,7 @@ _DIRECT_CHUNK = 40_000  # missing px per factorisation (whole regions): bounds i
 
 
 def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = None, *,
-                    warm: bool = False, rtol: float = _CG_TOL, direct: bool = False) -> np.ndarray:
+                    warm: bool = False, rtol: float = _CG_TOL, direct: bool = False, clip: bool = False) -> np.ndarray:
     """The image (channels last) with its missing pixels set to the biharmonic interpolant of the known ones.
 
     The interpolant of :func:`skimage.restoration.inpaint_biharmonic` (up
@@ -43,10 +43,19 @@ def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = 
     ``rtol``: the relative residual that ends the solve. ``direct``: a band
     whose mask has no connected region over ``_DIRECT_MAX_REGION`` pixels is
     solved exactly by a sparse factorisation (many times faster than the
-    conjugate gradients on thin masks); the others as above.
+    conjugate gradients on thin masks); the others as above. ``clip``: the
+    fill is clipped to each channel's range of known values, as
+    scikit-image's (the exact interpolant of a large hole can carry the
+    slope at its rim far past every known value).
     """
     H, W, n_ch = img.shape
     out = img.copy()
+    lo, hi = np.full(n_ch, np.inf), np.full(n_ch, -np.inf)
+    for r0, r1, _, _ in bands(H, W) if clip else ():  # band by band: no copy of the known pixels of 16 MP
+        k = ~missing[r0:r1]
+        if k.any():
+            v = img[r0:r1][k]
+            lo, hi = np.minimum(lo, v.min(axis=0)), np.maximum(hi, v.max(axis=0))
     for r0, r1, a, b in bands(H, W):
         m = missing[r0:r1]
         if m.any():
@@ -55,7 +64,8 @@ def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = 
             core[r0 - a:r1 - a] = True
             # the band's missing pixels in row-major order, of which those of the core rows are m's
             regions = _regions(sub) if direct else None
-            out[r0:r1][m] = _biharmonic_band(img[a:b], sub, steps, warm, rtol, regions)[core[sub]]
+            vals = _biharmonic_band(img[a:b], sub, steps, warm, rtol, regions)[core[sub]]
+            out[r0:r1][m] = np.clip(vals, lo, hi) if clip and np.all(lo <= hi) else vals
         elif steps is not None:
             steps(n_ch)
     return out
