@@ -52,8 +52,7 @@ from .proximal import _get_pool
 from .tree import Tree
 
 __all__ = [
-    "NonlocalSettings", "group_tree", "nonlocal_denoise", "nonlocal_grid", "nonlocal_reach", "nonlocal_steps",
-    "shrink_groups",
+    "NonlocalSettings", "group_tree", "nonlocal_denoise", "nonlocal_reach", "nonlocal_steps", "shrink_groups",
 ]
 
 # Reference patches per chunk: one chunk is one numba call and one progress step; at most this many keeps a
@@ -75,13 +74,6 @@ _STRIP_MIN_WINDOWS = 2
 
 # Default side of the 3-D search windows along the first axis, voxels (NonlocalSettings.window0)
 _WINDOW0_3D = 7
-
-# 2-D stage 2 on images smooth at the noise's scale: where stage 1's estimate has an RMS gradient (per pixel)
-# below this many sigmas, larger Wiener patches average the noise over more of a surface that is flat at their
-# scale (BM3D, too, grows its blocks with the noise); above it they blur detail (NonlocalSettings.smooth_patch2).
-_SMOOTH_GRADIENT = 0.22  # RMS gradient / sigma (benchmarks/bench_nonlocal.py: below it on the smooth photo only)
-_SMOOTH_PATCH2 = 12  # pixels: stage 2's default patch side there
-_SMOOTH_STRIDE = 4  # pixels: its references' step (the larger patches need fewer for the same cover)
 
 # Chunks in flight on the pool per thread: enough to keep threads busy, few enough that finished chunks' buffers
 # wait little before being added.
@@ -105,13 +97,7 @@ class NonlocalSettings:
     patch2 : int, optional
         Patch side of stage 2, pixels: ``patch`` (2-D), 5 (3-D, BM4D's
         Wiener size: stage 2's DCT needs no power of 2; 4 lost 0.2-0.4 dB
-        on the synthetic volumes); see ``smooth_patch2``.
-    smooth_patch2 : int, optional
-        2-D: stage 2's patch side (its references 4 pixels apart) on an
-        image that stage 1 finds smooth at the noise's scale (an RMS
-        gradient below 0.22 sigma), whose flat surfaces larger patches
-        average better; 0: never. Default 12 in 2-D when none of
-        ``patch2``, ``stride`` and ``features2`` is given, else 0.
+        on the synthetic volumes).
     stride, stride1 : int, optional
         Step of the grid of reference patches of stage 2 and of stage 1,
         pixels: 3 and 4 (2-D: stage 1 only guides stage 2, whose stride
@@ -187,7 +173,6 @@ class NonlocalSettings:
 
     patch: int | None = None
     patch2: int | None = None
-    smooth_patch2: int | None = None
     stride: int | None = None
     stride1: int | None = None
     window: int | None = None
@@ -222,9 +207,6 @@ class NonlocalSettings:
         s = replace(s, penalty=s.penalty if s.penalty is not None else ("l2" if d2 else "l0"),
                     k2=s.k2 if s.k2 is not None else 16)
         s = replace(s, features=s.features if s.features is not None else s.patch)
-        free = d2 and self.wiener and self.patch2 is None and self.stride is None and self.features2 is None
-        s = replace(s, smooth_patch2=s.smooth_patch2 if s.smooth_patch2 is not None else
-                    (_SMOOTH_PATCH2 if free else 0))
         s = replace(s, features2=s.features2 if s.features2 is not None else s.patch2)
         s = replace(s, stride1=s.stride1 if s.stride1 is not None else (4 if d2 else 3))
         if s.penalty not in ("l2", "l0"):
@@ -237,8 +219,6 @@ class NonlocalSettings:
             v = getattr(s, name)
             if not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        if not isinstance(s.smooth_patch2, (int, np.integer)) or s.smooth_patch2 < 0 or (s.smooth_patch2 and not d2):
-            raise ValueError(f"smooth_patch2 must be an integer >= 0 (0 for volumes), got {s.smooth_patch2!r}")
         for name in ("k1", "k2"):
             v = getattr(s, name)
             if v & (v - 1):
@@ -453,35 +433,14 @@ def nonlocal_reach(ndim: int, settings: NonlocalSettings | None = None) -> tuple
     matter, and the caller adds the pilot's own reach to that.
     """
     s = (settings or NonlocalSettings()).resolved(ndim)
-    patch2 = max(s.patch2, s.smooth_patch2)
     reach = []
     for axis in range(ndim):
         w1, w2 = (min(s.window0, s.window), min(s.window0, s.window2)) if ndim == 3 and axis == 0 else \
             (s.window, s.window2)
         one = 2 * (w1 // 2) + s.patch - 1
-        two = 2 * (w2 // 2) + patch2 - 1
+        two = 2 * (w2 // 2) + s.patch2 - 1
         reach.append(one + (two if s.wiener else 0))
     return tuple(reach)
-
-
-def nonlocal_grid(ndim: int, settings: NonlocalSettings | None = None) -> int:
-    """The step (pixels, every axis) on which the grids of reference patches of both stages all start again.
-
-    A block of the image starting at a multiple of it has the references
-    of the whole there, so that blocks give the whole's result.
-    """
-    s = (settings or NonlocalSettings()).resolved(ndim)
-    return math.lcm(s.stride, s.stride1, _SMOOTH_STRIDE if s.smooth_patch2 else 1)
-
-
-def _smooth_settings(s: NonlocalSettings, basic: np.ndarray, sigma: float) -> NonlocalSettings:
-    """Stage 2's settings (resolved ``s``) after stage 1's estimate ``basic`` (2-D): see ``smooth_patch2``."""
-    if not s.smooth_patch2 or min(basic.shape) < s.smooth_patch2:
-        return s
-    grad2 = np.mean(np.diff(basic, axis=0) ** 2) + np.mean(np.diff(basic, axis=1) ** 2)
-    if np.sqrt(grad2) >= _SMOOTH_GRADIENT * sigma:
-        return s
-    return replace(s, patch2=s.smooth_patch2, features2=s.smooth_patch2, stride=_SMOOTH_STRIDE)
 
 
 # ---------------------------------------------------------------------------
@@ -693,18 +652,6 @@ def nonlocal_denoise(y: np.ndarray, pilot: np.ndarray | None, sigma: float | np.
         g3 = s.pilot_weight * g3 + (1.0 - s.pilot_weight) * Y3[0]
     est = _stage(1, Y3, g3, None, sigmas, s, ndim, pool, n_threads, report)
     if s.wiener:
-        s2 = _smooth_settings(s, est[0, :, 0, :], float(sigmas[0])) if ndim == 2 else s
-        if s2 is not s:  # stage 2's steps on the count planned for the default patch: the bar stays even
-            before, steps2 = done, nonlocal_steps(Y.shape[1:], replace(s2, wiener=True), Y.shape[0]) - \
-                nonlocal_steps(Y.shape[1:], replace(s2, wiener=False), Y.shape[0])
-            planned, calls = total - done, 0
-
-            def report() -> None:
-                nonlocal done, calls
-                calls += 1
-                done = before + min(planned, calls * planned // max(steps2, 1))
-                if progress is not None:
-                    progress(min(done, total), total)
-        est = _stage(2, Y3, est[0], est, sigmas, s2, ndim, pool, n_threads, report)
+        est = _stage(2, Y3, est[0], est, sigmas, s, ndim, pool, n_threads, report)
     est = est[:, :, 0, :] if ndim == 2 else est
     return est if channels else est[0]
