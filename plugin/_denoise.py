@@ -86,8 +86,7 @@ METHODS = {"wavelet": "wavelet tree: fast", "nonlocal": "non-local tree: best qu
 METHOD_TAGS = {"nonlocal": "non-local"}
 #: The costs that split a unit's progress bar between choosing lam and denoising, in units of one cycle spin of
 #: the tree stage: a choice (SURE or the rule: each transforms once) costs about half a spin, and the denoising
-#: about this base (its Wiener stage and tree pilot) plus one per spin; as timed on grey and colour planes and
-#: on volumes with tree_l2.
+#: about this base (its Wiener stage and tree pilot) plus one per spin, with tree_l2.
 LAM_CHOICE_COST_IN_SPINS = 0.5
 DENOISE_BASE_COST_IN_SPINS = 2.5
 

@@ -750,12 +750,18 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if argv is None:
-            import gc
 
-            # the process ends next: the interpreter's last collections would walk every object of numba, SciPy
-            # and Dask, a second or so after the command's last line (after Ctrl-C too); the system frees them
-            gc.freeze()
+
+def console() -> int:
+    """The ``restore`` command's process: :func:`main` on its arguments, then a quick end."""
+    import gc
+
+    try:
+        return main()
+    finally:
+        # the process ends next: the interpreter's last collections would walk every object of numba, SciPy and
+        # Dask, a second or so after the command's last line (after Ctrl-C too); the system frees them at once
+        gc.freeze()
 
 
 def _exit_interrupted(signum: int, frame: Any) -> None:
@@ -798,4 +804,4 @@ def _main(argv: list[str] | None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(console())
