@@ -89,3 +89,17 @@ def test_a_black_image_is_filled_black(kind):
     out = inpaint(img, mask)
     assert out.dtype == np.float32
     np.testing.assert_array_equal(out, img)
+
+
+def test_an_image_narrower_than_the_priors_patches_skips_it_or_refuses_it():
+    # the prior's non-local patches are 8 pixels: on a 7-pixel-high strip it raised IndexError from the denoiser
+    from restore import learn_dictionary
+
+    rng = np.random.default_rng(0)
+    dico = learn_dictionary(rng.random((64, 64)), patch_size=4)
+    img = rng.random((7, 60)).astype(np.float32)
+    lost = rng.random(img.shape) < 0.8
+    out = inpaint(img, lost, patch_size=4, dictionary=dico, n_group_passes=0)  # decided from the mask: skipped
+    np.testing.assert_array_equal(out[~lost], img[~lost])
+    with pytest.raises(ValueError, match=r"prior=True needs .* at least 8 pixels"):
+        inpaint(img, lost, patch_size=4, dictionary=dico, n_group_passes=0, prior=True)

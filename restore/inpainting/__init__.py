@@ -28,7 +28,7 @@ from .grouping import GroupSettings, group_passes, n_group_steps, plan_reference
 from .interpolation import bands, biharmonic_fill
 from .masks import MaskCoverage, SuspectMaskWarning, mask_coverage
 from .patches import Coder, luminance, pass_batch, pass_grids, refine_luminance
-from .prior import iterate_prior, prior_steps, wants_prior
+from .prior import iterate_prior, prior_side, prior_steps, wants_prior
 from .validation import best_blend, holdout
 
 __all__ = ["MaskCoverage", "SuspectMaskWarning", "default_dictionary", "inpaint", "learn_dictionary",
@@ -176,7 +176,8 @@ def inpaint(
         Mask of the wrong shape, mask with every pixel missing, NaN or inf
         in the image, patch larger than the image, dictionary of the wrong
         patch size, a file that is no saved dictionary, invalid ``stride``,
-        ``n_passes`` or ``lam``.
+        ``n_passes``, ``lam`` or ``prior`` (True on an image narrower than
+        the prior's 8-pixel patches).
 
     Warns
     -----
@@ -378,6 +379,9 @@ class _Job:
         est = resolve_dictionary(dictionary, patch_size)
         if prior is not None and not isinstance(prior, bool | np.bool_):
             raise ValueError(f"prior must be True, False or None (decided from the mask), got {prior!r}")
+        if prior and min(H, W) < prior_side():
+            raise ValueError(f"prior=True needs an image of at least {prior_side()} pixels a side (the non-local "
+                             f"patches), got {H}x{W}")
         if M.all():
             raise ValueError("mask marks every pixel as missing: nothing to inpaint from")
         coverage = mask_coverage(M, patch_size)

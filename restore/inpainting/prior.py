@@ -45,9 +45,16 @@ _RELAX = 1.5  # each step moves the missing pixels this many times the denoiser'
 _SETTINGS = NonlocalSettings(stride=6, stride1=8)
 
 
+def prior_side() -> int:
+    """The smallest side (pixels) of an image the prior can run on: its non-local patches'."""
+    s = _SETTINGS.resolved(2)
+    return max(s.patch, s.patch2)
+
+
 def wants_prior(missing: np.ndarray) -> bool:
     """Whether the mask is heavy random loss (decided from the mask alone): the iterated prior pays there."""
-    return float(np.mean(missing)) >= _MIN_MISSING and clustering(missing) < _CLUSTERED
+    return (min(missing.shape) >= prior_side() and float(np.mean(missing)) >= _MIN_MISSING
+            and clustering(missing) < _CLUSTERED)
 
 
 def prior_steps(shape: tuple[int, int], n_channels: int) -> int:
