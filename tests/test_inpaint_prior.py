@@ -103,3 +103,18 @@ def test_an_image_narrower_than_the_priors_patches_skips_it_or_refuses_it():
     np.testing.assert_array_equal(out[~lost], img[~lost])
     with pytest.raises(ValueError, match=r"prior=True needs .* at least 8 pixels"):
         inpaint(img, lost, patch_size=4, dictionary=dico, n_group_passes=0, prior=True)
+
+
+def test_an_image_whose_only_bright_known_pixel_is_held_out_is_filled():
+    # the stages' lam scale was the peak of the known pixels left after the hold-out: 0 here, and the lam
+    # schedule raised "Geometric sequence cannot include zero"
+    from restore.inpainting.validation import holdout
+
+    lost = np.random.default_rng(0).random((128, 128)) < 0.7
+    held = holdout(lost, np.random.default_rng(0))  # what inpaint's default rng holds out first
+    img = np.zeros((128, 128), np.float32)
+    img.reshape(-1)[held[0]] = 0.5
+    for prior in (False, None):
+        out = inpaint(img, lost, prior=prior)
+        np.testing.assert_array_equal(out[~lost], img[~lost])
+        assert np.isfinite(out).all()

@@ -210,8 +210,10 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     work = np.where(run[..., None], 0, job.image)
     work /= job.unit  # known values of magnitude 1 to 2; missing ones unread (in place: 16 MP photos)
     # the non-local passes' lam is in units of the known pixels' peak (the work units' power of two is not
-    # continuous in the scale)
-    peak = float(np.max(np.abs(work)))
+    # continuous in the scale), the held-out ones included: they may hold the only non-zero values
+    known = ~M[..., None]
+    peak = max(float(np.max(job.image, where=known, initial=0.0)),
+               -float(np.min(job.image, where=known, initial=0.0))) / float(job.unit)
     grids = pass_grids(run, job.patch_size, job.stride, len(job.lams), gen)
     adapt, n_complete = should_adapt(run, job.patch_size) if adapt_default else (False, 0)
     if job.dictionary is None and not adapt:

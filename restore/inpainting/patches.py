@@ -22,6 +22,9 @@ __all__ = ["Coder", "centre", "complete_patches", "gather", "luminance", "pass_b
 log = logging.getLogger("restore.inpainting")
 
 _FIT_FLOOR = 1e-3  # floor of the fit errors in _fit_weights, relative to the variance of the known luminance
+# ... and at least this, in work units squared (known values of magnitude 1 to 2): a fit error below it is exact,
+# and the weights' sums stay far inside float32's range on a flat image
+_FIT_FLOOR_MIN = 1e-12
 _PLANE_RIDGE = 1.0  # ridge on the slopes of the background plane fitted to each patch: tilts, not ramps
 _CONSTANT_RIDGE = 1e-9  # ridge on the plane's constant: none to speak of, only a well-posed solve
 _FLAT_NORM = 1e-8  # detail norms under this (inpaint's units: known values of magnitude 1 to 2) are not scaled up
@@ -189,7 +192,7 @@ def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
     """
     D = coder.atoms
     H, W = lum.shape
-    floor = max(_FIT_FLOOR * float(np.var(lum[~missing])), float(np.finfo(np.float64).tiny))
+    floor = max(_FIT_FLOOR * float(np.var(lum[~missing])), _FIT_FLOOR_MIN)
     win = _aggregation_window(patch_size).ravel()
     sums = np.empty((H, W), dtype=np.float32)
     weights = np.empty((H, W), dtype=np.float32)
