@@ -41,7 +41,7 @@ from .._progress import BlockSteps, ProgressCallback
 from .._validation import check_callable, check_finite, output_dtype
 from ..noise import NoiseEstimate
 from ._layout import Layout, check_layout
-from ._noise_model import NoiseModel, _noise_sample, check_noise
+from ._noise_model import NoiseModel, PhotonNoise, _noise_sample, check_noise
 from ._units import UnitMethod, denoise_units
 
 
@@ -92,6 +92,10 @@ _MAX_CORE = {2: 1024, 3: 128}
 # benchmarks/bench_store_memory.py); 120 leaves a margin for other chunkings. Planes: 151 bytes at the method's peak
 # (1536 x 1536), 200 in the process. Cheaper settings cost less: an upper bound for them.
 _BYTES_PER_VOXEL = {2: 200, 3: 120}
+# ... under photon noise: the variance maps' path of SURE and the Wiener stage, not done in slabs, takes more:
+# volumes' blocks sized at 120 took the command to 0.91-0.96 GB on a Poisson-Gaussian store (tests/test_volume_cli.py),
+# 250 keeps it under the 0.75 GB; planes as under Gaussian noise (not measured apart)
+_PHOTON_BYTES_PER_VOXEL = {2: 200, 3: 250}
 # Bytes of blocks being denoised at once in a process (one block always runs): the 0.75 GB a volume of any size may
 # take from the command line on 2 cores (issue 29), less the 0.2 GB the process holds at rest (the interpreter,
 # NumPy, Dask, zarr and the compiled kernels). It sizes the blocks (:func:`_fit_memory`: at the defaults, about 4.5 M
@@ -101,18 +105,24 @@ _BYTES_PER_VOXEL = {2: 200, 3: 120}
 BLOCK_MEMORY = 520 << 20
 
 
+def _per_voxel(n_axes: int, photon: bool) -> int:
+    """Bytes a block takes a voxel (:data:`_BYTES_PER_VOXEL`, :data:`_PHOTON_BYTES_PER_VOXEL`)."""
+    table = _PHOTON_BYTES_PER_VOXEL if photon else _BYTES_PER_VOXEL
+    return table.get(n_axes, table[3])
+
+
 def _fit_memory(cores: list[int], depths: list[int], chunks: list[int], lengths: list[int], steps: list[int],
-                n_axes: int, fixed: int = 1) -> list[int]:
+                n_axes: int, fixed: int = 1, photon: bool = False) -> list[int]:
     """Cores (of :func:`_block_plan`, one per axis) made smaller until a block fits :data:`BLOCK_MEMORY`.
 
-    A block holds :data:`_BYTES_PER_VOXEL` bytes a voxel of its core and
+    A block holds :func:`_per_voxel` bytes a voxel of its core and
     overlaps (times ``fixed`` voxels of axes not planned here). While it
     does not fit, the axis of the longest block takes its next smaller core
     that keeps to the input's chunks (a whole number of them, or of their
     parts), a multiple of its ``step``; else the half of its core.
     """
     cores = list(cores)
-    budget = BLOCK_MEMORY // _BYTES_PER_VOXEL[n_axes]
+    budget = BLOCK_MEMORY // _per_voxel(n_axes, photon)
 
     def extent(i: int) -> int:
         return min(cores[i] + 2 * depths[i], lengths[i])
@@ -187,13 +197,13 @@ def _give_back() -> None:
         trim(0)
 
 
-def _in_budget(voxels: int, n_axes: int):
+def _in_budget(voxels: int, n_axes: int, photon: bool = False):
     """Hold the bytes of a block of ``voxels`` voxels (of one unit) in this process's :class:`_Budget`.
 
     Module-level, so that a block sent to a cluster's worker holds that
     worker's budget (a closure would carry a copy of ours).
     """
-    return _BUDGET.hold(voxels * _BYTES_PER_VOXEL.get(n_axes, _BYTES_PER_VOXEL[3]))
+    return _BUDGET.hold(voxels * _per_voxel(n_axes, photon))
 
 
 def _block_plan(chunk: int, n: int, grid: int, reach: int, n_axes: int = 3) -> tuple[int, int]:
@@ -288,8 +298,11 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
         planned[a] = (core, step, sizes[0])
     fixed = int(np.prod([min(sliced[a] + 2 * depth[a], int(image.shape[a])) for a in sliced]))
     axes = list(planned)
+    if not noise.complete:  # the model first: photon noise's blocks are sized for its dearer path
+        noise = noise.resolved(_noise_sample(given, sp_axes), has_channels=False)
+    photon = isinstance(noise, PhotonNoise)
     cores = _fit_memory([planned[a][0] for a in axes], [depth[a] for a in axes], [planned[a][2] for a in axes],
-                        [int(image.shape[a]) for a in axes], [planned[a][1] for a in axes], n_axes, fixed)
+                        [int(image.shape[a]) for a in axes], [planned[a][1] for a in axes], n_axes, fixed, photon)
     for a, core in zip(axes, cores, strict=True):
         grid_chunks = _grid_chunks(int(image.shape[a]), core, depth[a], borrow=a in pad)
         if tuple(image.chunks[a]) != grid_chunks:
@@ -298,8 +311,6 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
             depth[a] = 0  # one block spans the axis: it is the whole's, no overlap
     boundary = {a: "periodic" if a in pad and depth[a] else "none" for a in range(ndim)}
     arr = image.rechunk(chunks) if chunks else image
-    if not noise.complete:
-        noise = noise.resolved(_noise_sample(given, sp_axes), has_channels=False)
     settle = getattr(method, "settled", None)
     if settle is not None and ndim == n_axes == 3 and not sliced and any(len(arr.chunks[a]) > 1 for a in sp_axes):
         # one volume in several blocks: what the method chooses from the data (lam), chosen once, as on the whole
@@ -309,7 +320,7 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
     dtype = output_dtype(arr.dtype)
 
     def block(b):  # the settings of the whole, whatever the block's size
-        with _in_budget(int(np.prod([b.shape[a] for a in sp_axes])), n_axes):
+        with _in_budget(int(np.prod([b.shape[a] for a in sp_axes])), n_axes, photon):
             try:
                 if block_steps is None:
                     return denoise_units(b, layout, noise, method, None, block=True)
