@@ -584,7 +584,7 @@ def lazy_result(source: Source, params: DenoiseParams, noise: NoiseInfo | None) 
     return [full, *lower_levels(full, [np.shape(lv) for lv in source.levels])]
 
 
-#: What napari shows of a layer: per axis of its data (colour excluded), an index (a slider's) or a range of a
+#: A part of a layer napari draws: per axis of its data (colour excluded), an index (a slider's) or a range of a
 #: displayed axis, at a level of a multiscale layer: ``(level, ((start, stop) or index, ...))``.
 View = tuple[int, tuple[Any, ...]]
 
@@ -607,12 +607,15 @@ def shown_blocks(lazy: Any, where: tuple[Any, ...]) -> list[tuple[int, ...]]:
     return [tuple(int(i) for i in b) for b in itertools.product(*ranges)]
 
 
-def compute_blocks(lazy: Any, blocks: Sequence[tuple[int, ...]], progress: Any = None) -> Any:
-    """``lazy`` with the given blocks computed (here, now), the others still lazy.
+def compute_blocks(arrays: Sequence[Any], blocks: Sequence[Sequence[tuple[int, ...]]], progress: Any = None
+                   ) -> list[Any]:
+    """Each of ``arrays`` with its ``blocks`` computed (here, now, in one Dask call), the others still lazy.
 
-    The computed blocks are held by the returned array's graph, so that
+    The computed blocks are held by the returned arrays' graphs, so that
     slicing them (napari drawing them in the GUI thread) computes nothing.
-    ``progress(done, total)`` after each Dask task; it may raise to stop.
+    One call: the work the arrays share (a pyramid's levels share the full
+    resolution's) is done once. ``progress(done, total)`` after each Dask
+    task; it may raise to stop.
     """
     import dask
     import dask.array as da
@@ -631,25 +634,40 @@ def compute_blocks(lazy: Any, blocks: Sequence[tuple[int, ...]], progress: Any =
             if progress is not None:
                 progress(min(self.done, self.total), self.total)
 
-    parts = [lazy.blocks[b] for b in blocks]
-    values = dask.compute(*parts, callbacks=[Report()._callback]) if parts else ()
-    name = "restore-shown-" + tokenize(lazy.name, list(blocks))
-    layer: dict[Any, Any] = {(name, *b): (lazy.name, *b) for b in np.ndindex(*lazy.numblocks)}
-    layer.update({(name, *b): np.asarray(v) for b, v in zip(blocks, values, strict=True)})
-    graph = HighLevelGraph.from_collections(name, layer, dependencies=[lazy])
-    return da.Array(graph, name, chunks=lazy.chunks, meta=lazy._meta)
+    parts = [lazy.blocks[b] for lazy, bs in zip(arrays, blocks, strict=True) for b in bs]
+    values = iter(dask.compute(*parts, callbacks=[Report()._callback]) if parts else ())
+    out = []
+    for lazy, bs in zip(arrays, blocks, strict=True):
+        if not bs:
+            out.append(lazy)
+            continue
+        name = "restore-shown-" + tokenize(lazy.name, list(bs))
+        layer: dict[Any, Any] = {(name, *b): (lazy.name, *b) for b in np.ndindex(*lazy.numblocks)}
+        layer.update({(name, *b): np.asarray(next(values)) for b in bs})
+        graph = HighLevelGraph.from_collections(name, layer, dependencies=[lazy])
+        out.append(da.Array(graph, name, chunks=lazy.chunks, meta=lazy._meta))
+    return out
 
 
-def first_view(control: Control, data: Any, view: View | None, span: tuple[float, float], text: str
+def first_view(control: Control, data: Any, views: Sequence[View], span: tuple[float, float], text: str
                ) -> Generator[Progress | None, None, Any]:
-    """The lazy result ``data`` (an array, or the levels of a multiscale one) with what napari shows computed."""
-    if view is None:
-        return data
-    level, where = view
+    """The lazy result ``data`` (an array, or the levels of a multiscale one) with what napari draws computed.
+
+    ``views``: the parts napari draws (see :data:`View`), e.g. a multiscale
+    layer's level in view and its thumbnail's.
+    """
     levels = list(data) if isinstance(data, list) else [data]
-    level = min(max(level, 0), len(levels) - 1)
-    blocks = shown_blocks(levels[level], where)
-    levels[level] = yield from control.call(compute_blocks, levels[level], blocks, span=span, text=text)
+    wanted: dict[int, set[tuple[int, ...]]] = {}
+    for level, where in views:
+        level = min(max(level, 0), len(levels) - 1)
+        wanted.setdefault(level, set()).update(shown_blocks(levels[level], where))
+    if not wanted:
+        return data
+    order = sorted(wanted)
+    done = yield from control.call(compute_blocks, [levels[k] for k in order], [sorted(wanted[k]) for k in order],
+                                   span=span, text=text)
+    for k, level in zip(order, done, strict=True):
+        levels[k] = level
     return levels if isinstance(data, list) else levels[0]
 
 
@@ -660,25 +678,25 @@ def _unit_voxels(source: Source, n_spatial: int) -> int:
 
 
 def denoise_task(control: Control, sources: Sequence[Source], params: DenoiseParams, cache: LruCache | None = None,
-                 views: Sequence[View | None] | None = None) -> Generator[Progress | Output | None, None, None]:
+                 views: Sequence[Sequence[View]] | None = None) -> Generator[Progress | Output | None, None, None]:
     """Denoise every plane (or volume) of every source; yield progress and an :class:`Output` per source.
 
     Each output is a :class:`Denoised` in the source's dtype (integers
     rounded and clipped). Dask and multiscale sources give lazy results (only
-    a noise sample is read), with the part napari will show (``views``, one
-    per source, see :data:`View`) computed here, so that adding the layer
+    a noise sample is read), with the parts napari will draw (``views``,
+    one list per source, see :data:`View`) computed here, so that adding the layer
     computes nothing in the GUI thread. The bar never goes back: each source
     has its span, and its photon-noise estimate the first part of it.
     """
     for s in sources:
         s.check(params)
-    views = list(views) if views is not None else [None] * len(sources)
+    views = list(views) if views is not None else [()] * len(sources)
     n_sp = params.n_spatial
     # a lazy layer's work is its first view, about one plane or volume
     sizes = [_unit_voxels(s, n_sp) * (1 if s.lazy else len(s.units(n_sp))) for s in sources]
     total, done = max(1, sum(sizes)), 0
     what = "volume" if params.volume else "plane"
-    for s, size, view in zip(sources, sizes, views, strict=True):
+    for s, size, shown in zip(sources, sizes, views, strict=True):
         f0, f1 = done / total, (done + size) / total
         done += size
         mid = f0 + (f1 - f0) * _estimate_share(s, params, None if not s.lazy else size)
@@ -687,7 +705,7 @@ def denoise_task(control: Control, sources: Sequence[Source], params: DenoisePar
         name = s.layer.name if s.layer is not None else ""
         if s.lazy:
             data = lazy_result(s, chosen, noise)
-            data = yield from first_view(control, data, view, (mid, f1), f"Denoising what is shown of {name!r}\u2026")
+            data = yield from first_view(control, data, shown, (mid, f1), f"Denoising what is shown of {name!r}\u2026")
             yield Output(Denoised(s, data, [], noise))
             continue
         units = s.units(n_sp)
@@ -1564,30 +1582,36 @@ class DenoiseWidget(RestoreWidget):
         elif then is not None:
             then(value)
 
-    def _shown_view(self, layer: Any) -> View | None:
-        """What napari shows of a layer of this shape (its result's too), as a :data:`View`.
+    def _shown_views(self, layer: Any) -> list[View]:
+        """What napari draws of a layer of this shape (its result's too), as :data:`View` s.
 
         The slider's index on each axis not displayed, the displayed axes
-        whole (a multiscale layer: the part in view, at the level drawn).
+        whole; a multiscale layer: the part in view at the level drawn, and
+        its thumbnail (the coarsest level, whole), which napari also draws.
         """
         dims = self._viewer.dims
         n = int(layer.ndim)
         offset = int(dims.ndim) - n
         displayed = {int(a) - offset for a in dims.displayed if int(a) >= offset}
         multiscale = bool(getattr(layer, "multiscale", False))
-        level = int(layer.data_level) if multiscale else 0
-        shape = np.shape(layer.data[level] if multiscale else layer.data)[:n]
-        factors = np.asarray(layer.downsample_factors[level], float)[:n] if multiscale else np.ones(n)
         pos = np.asarray(layer.world_to_data(tuple(dims.point)), float)[-n:]
-        corners = np.asarray(layer.corner_pixels) if multiscale and dims.ndisplay == 2 else None
-        where: list[Any] = []
-        for a in range(n):
-            if a in displayed:
-                lo, hi = (0, shape[a]) if corners is None else (int(corners[0, a]), int(corners[1, a]) + 1)
-                where.append((max(0, lo), min(int(shape[a]), max(hi, lo + 1))))
-            else:
-                where.append(int(np.clip(np.round(pos[a] / factors[a]), 0, shape[a] - 1)))
-        return level, tuple(where)
+
+        def view(level: int, in_view: bool) -> View:
+            shape = np.shape(layer.data[level] if multiscale else layer.data)[:n]
+            factors = np.asarray(layer.downsample_factors[level], float)[:n] if multiscale else np.ones(n)
+            corners = np.asarray(layer.corner_pixels) if in_view and multiscale and dims.ndisplay == 2 else None
+            where: list[Any] = []
+            for a in range(n):
+                if a in displayed:
+                    lo, hi = (0, shape[a]) if corners is None else (int(corners[0, a]), int(corners[1, a]) + 1)
+                    where.append((max(0, lo), min(int(shape[a]), max(hi, lo + 1))))
+                else:
+                    where.append(int(np.clip(np.round(pos[a] / factors[a]), 0, shape[a] - 1)))
+            return level, tuple(where)
+
+        if not multiscale:
+            return [view(0, True)]
+        return [view(int(layer.data_level), True), view(len(layer.data) - 1, False)]
 
     def _task(self) -> Task:
         params = self.params()
@@ -1597,7 +1621,7 @@ class DenoiseWidget(RestoreWidget):
         sources = [Source.of(layer, multiscale_ok=True) for layer in layers]
         for source in sources:
             source.check(params)
-        views = [self._shown_view(s.layer) if s.lazy else None for s in sources]
+        views = [self._shown_views(s.layer) if s.lazy else [] for s in sources]
         self._apply_infos = []
         self._show_info("")  # until this run's numbers come, none of another layer's
         n = len(sources)
