@@ -38,7 +38,9 @@ from its arguments only (datasets, axes, name, ``metadata``), so an input's
 other keys (a multiscale-level ``coordinateTransformations``, ``type``)
 would be lost or could not be set, and its version from the format it is
 given, not the input's (0.4 in zarr format 2 stays 0.4 here). What we
-write is the input's entry with our levels and how they were made.
+write is the input's entry with our levels and how they were made; the
+tests read every kind of output back with ``ome-zarr-models``' validating
+models.
 """
 
 from __future__ import annotations
@@ -575,8 +577,11 @@ def write_zarr(path: Path, data: Any, like: ZarrInput, *, source: str, scheduler
     try:
         mark = {MARK: {"written_by": "restore denoise", "input": source}}
         kw: dict = {"dtype": data.dtype}
-        if like.dimension_names is not None:
-            kw["dimension_names"] = like.dimension_names
+        names = like.dimension_names
+        if names is None and like.ome and like.zarr_format == 3 and like.axes:
+            names = tuple(a["name"] for a in like.axes)  # OME-NGFF 0.5: arrays name their dimensions as its axes
+        if names is not None:
+            kw["dimension_names"] = names
         own = {"fill_value": like.fill_value} if like.fill_value is not None and data.dtype == like.data.dtype else {}
         own.update({"shards": like.shards} if like.shards else {})
         if like.ome:

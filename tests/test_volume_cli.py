@@ -395,6 +395,47 @@ def test_a_tiff_stack_to_ome_zarr_carries_its_spacing_and_back(noisy16, tmp_path
         np.testing.assert_array_equal(tif.asarray(), group[ms["datasets"][0]["path"]][:])
 
 
+def _valid_ome(path):
+    """The OME-Zarr image at ``path`` as the OME-Zarr library reads it (ome-zarr-models: raises if not valid)."""
+    from ome_zarr_models import open_ome_zarr
+    from ome_zarr_models.v04.image import Image as Image04
+    from ome_zarr_models.v05.image import Image as Image05
+
+    image = open_ome_zarr(zarr.open_group(str(path), mode="r"))
+    assert isinstance(image, Image04 | Image05)
+    return getattr(image.attributes, "ome", image.attributes)  # (0.5: under 'ome')
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("names", [True, False])
+def test_our_ome_zarr_outputs_are_valid_ome_ngff(zarr_format, names, noisy16, tmp_path):
+    """Read back by the OME-Zarr library's models: an OME-Zarr input's output with its pyramid (0.4 on zarr format
+    2, 0.5 on 3, where arrays must name their dimensions as the axes: given them if the input did not), and a TIFF
+    stack's."""
+    src = _ome(tmp_path / "in.zarr", noisy16, zarr_format)
+    group = zarr.open_group(str(src), mode="r+")
+    attrs = dict(group.attrs)
+    (attrs["ome"] if zarr_format == 3 else attrs)["omero"]["channels"][0]["color"] = "FFFFFF"
+    group.attrs.update(attrs)
+    if names and zarr_format == 3:
+        for k, level in (("0", noisy16), ("1", noisy16[:, ::2, ::2])):
+            group.create_array(k, shape=level.shape, chunks=(8, 32, 32), dtype=level.dtype,
+                               dimension_names=("z", "y", "x"), overwrite=True)[:] = level
+    if names or zarr_format == 2:
+        _valid_ome(src)
+    dst = tmp_path / "out.zarr"
+    assert main(["denoise", str(src), str(dst), "--volume", "--sigma", "5000", "--quiet"]) == 0
+    ms = _valid_ome(dst).multiscales[0]
+    assert [d.path for d in ms.datasets] == ["0", "1"] and ms.type == "local_mean"
+    tif = tmp_path / "stack.tif"
+    tifffile.imwrite(tif, noisy16, imagej=True, resolution=(1 / 0.26, 1 / 0.26),
+                     metadata={"spacing": 0.29, "unit": "um", "axes": "ZYX"})
+    assert main(["denoise", str(tif), str(tmp_path / "stack.ome.zarr"), "--volume", "--sigma", "5000",
+                 "--quiet"]) == 0
+    [axes] = [m.axes for m in _valid_ome(tmp_path / "stack.ome.zarr").multiscales]
+    assert [(a.name, a.unit) for a in axes] == [("z", "micrometer"), ("y", "micrometer"), ("x", "micrometer")]
+
+
 @pytest.mark.parametrize("dtype", [np.int16, np.float64])
 def test_a_voxel_size_imagej_cannot_hold_goes_to_ome_tiff_and_back(dtype, noisy16, tmp_path):
     """ImageJ holds uint8, uint16 and float32 only: the z spacing of other dtypes is written as OME-TIFF."""
