@@ -30,6 +30,10 @@ _UNUSED = 1e-10
 # default mini-batch of 256 in halves keeps two cores busy; smaller pieces lose more to Python's per-iteration
 # overhead than they gain (see benchmarks/bench_load.py).
 _CODE_CHUNK = 128
+# Newton's iterations for the weighted projection on the unit ball (_weighted_ball): they converge quadratically,
+# from below, so the cap is only a guard; the tolerance is on the squared norm, far below the atoms' precision.
+_BALL_ITER = 50
+_BALL_TOL = 1e-12
 
 
 def _check_random_state(random_state: Any) -> None:
@@ -232,6 +236,7 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         self.n_iter_ = 0
         self._A = np.zeros((k, k))
         self._B = np.zeros((m, k))
+        self._A_missing = None  # (n_features, n_atoms, n_atoms) once a signal missed an entry, see _step
         self._gen = gen
 
     def _check_X(self, X: ArrayLike, mask: ArrayLike | None, reset: bool) -> tuple[np.ndarray, np.ndarray | None]:
@@ -319,17 +324,28 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
                                   max_iter=int(self.max_code_iter), tol=float(self.tol),
                                   positive=bool(self.positive_code), batch_size=CODING_BATCH, fast=True,
                                   chunk_rows=_CODE_CHUNK)
-        if M is not None:  # fill missing entries with the current model
-            X = np.where(M, X, codes @ D)
         self.n_iter_ += 1
         t = self.n_iter_
         if self.rho is not None and t > 1:
             beta = (1.0 - 1.0 / t) ** float(self.rho)
             self._A *= beta
             self._B *= beta
+            if self._A_missing is not None:
+                self._A_missing *= beta
         self._A += codes.T @ codes
-        self._B += X.T @ codes
-        self.components_ = _update_dict(D, self._A, self._B, X, self._gen)
+        if M is None:
+            self._B += X.T @ codes
+        else:
+            # each pixel's statistics count the signals where it is known: B row by row, and per pixel the
+            # Gram of the codes of the signals that miss it, to subtract from A (Mairal et al. 2010, sec. 5)
+            self._B += (X * M).T @ codes
+            if self._A_missing is None:
+                self._A_missing = np.zeros((X.shape[1],) + self._A.shape)
+            for i in np.flatnonzero(~M.all(axis=0)):
+                C = codes[~M[:, i]]
+                self._A_missing[i] += C.T @ C
+            X = np.where(M, X, codes @ D)  # complete signals for the replacement of unused atoms
+        self.components_ = _update_dict(D, self._A, self._B, X, self._gen, self._A_missing)
 
     # -- using the dictionary -------------------------------------------
 
@@ -398,7 +414,8 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         params = {k: v for k, v in self.get_params().items() if k not in ("random_state", "progress", "dict_init")}
         params["branching"] = list(params["branching"])
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-            np.savez_compressed(fh, components=self.components_, A=self._A, B=self._B, n_iter=self.n_iter_,
+            missing = {} if self._A_missing is None else {"A_missing": self._A_missing}
+            np.savez_compressed(fh, components=self.components_, A=self._A, B=self._B, n_iter=self.n_iter_, **missing,
                                 params=json.dumps(params), parents=self.tree_.parents if self.tree_ is not None
                                 else np.zeros(0, np.int64))
             fh.flush()
@@ -431,6 +448,7 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
                 est = cls(**params)
                 est.components_ = np.array(z["components"])
                 est._A, est._B = np.array(z["A"]), np.array(z["B"])
+                est._A_missing = np.array(z["A_missing"]) if "A_missing" in z.files else None
                 est.n_iter_ = int(z["n_iter"])
         except (OSError, KeyError, ValueError, TypeError) as exc:
             raise ValueError(f"{str(path)!r} is not a dictionary saved by TreeDictionaryLearning.save: {exc}") from None
@@ -440,8 +458,18 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         return est
 
 
-def _update_dict(D: np.ndarray, A: np.ndarray, B: np.ndarray, X: np.ndarray, gen: np.random.Generator) -> np.ndarray:
-    """Block-coordinate descent on the atoms, warm started from D (rows are atoms)."""
+def _update_dict(D: np.ndarray, A: np.ndarray, B: np.ndarray, X: np.ndarray, gen: np.random.Generator,
+                 A_missing: np.ndarray | None = None) -> np.ndarray:
+    """Block-coordinate descent on the atoms, warm started from D (rows are atoms).
+
+    With ``A_missing`` (per entry i, the Gram of the codes of the signals
+    that miss it), entry i of atom j sees only the signals that know it:
+    ``A_i = A - A_missing[i]``, the step is taken entry by entry,
+    ``u_ij = d_ij + (b_ij - sum_l d_li A_i[l, j]) / A_i[j, j]``, and the
+    atom is the minimiser of ``sum_i A_i[j, j] (d_ij - u_ij)**2`` over the
+    unit ball (:func:`_weighted_ball`). Without, every ``A_i`` is ``A`` and
+    this is the usual step and projection.
+    """
     D = D.copy()
     k = D.shape[0]
     diag = np.diag(A)
@@ -451,6 +479,35 @@ def _update_dict(D: np.ndarray, A: np.ndarray, B: np.ndarray, X: np.ndarray, gen
             nrm = np.linalg.norm(x)
             D[j] = x / nrm if nrm > 0 else gen.standard_normal(D.shape[1]) / np.sqrt(D.shape[1])
             continue
-        u = (B[:, j] - D.T @ A[:, j]) / diag[j] + D[j]
-        D[j] = u / max(np.linalg.norm(u), 1.0)
+        if A_missing is None:
+            u = (B[:, j] - D.T @ A[:, j]) / diag[j] + D[j]
+            D[j] = u / max(np.linalg.norm(u), 1.0)
+            continue
+        Aj = A[:, j][None, :] - A_missing[:, :, j]  # (n_features, n_atoms): column j of each entry's A_i
+        # an entry never known where atom j is used has no curvature: its step is none
+        c = np.maximum(Aj[:, j], _UNUSED)
+        u = D[j] + (B[:, j] - np.einsum("li,il->i", D, Aj)) / c
+        D[j] = _weighted_ball(u, c)
     return D
+
+
+def _weighted_ball(u: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``argmin_{||d|| <= 1} sum_i c_i (d_i - u_i)**2`` for weights ``c > 0``.
+
+    ``d_i = c_i u_i / (c_i + mu)`` with ``mu >= 0`` the root of
+    ``||d(mu)||**2 = 1`` (0 when ``||u|| <= 1``), found by Newton's method:
+    the function is convex and decreasing, so the iterates rise to the root
+    from 0 without overshooting it.
+    """
+    if np.dot(u, u) <= 1.0:
+        return u
+    cu2 = (c * u) ** 2
+    mu = 0.0
+    for _ in range(_BALL_ITER):
+        s = c + mu
+        f = np.sum(cu2 / s**2) - 1.0
+        if f <= _BALL_TOL:
+            break
+        mu += f / (2.0 * np.sum(cu2 / s**3))
+    d = c * u / (c + mu)
+    return d / max(np.linalg.norm(d), 1.0)

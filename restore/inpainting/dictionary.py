@@ -14,16 +14,19 @@ from .._config import DEFAULT_BRANCHING, DEFAULT_CODE_LAM
 from .._progress import ProgressCallback
 from .._validation import check_image, check_int, check_mask
 from ..learning import TreeDictionaryLearning
-from .patches import complete_patches, luminance, window_sums
+from .patches import _CONSTANT_RIDGE, _FLAT_NORM, _FLAT_SHARE, _PLANE_RIDGE, _plane_basis, gather, luminance, window_sums
 
 __all__ = ["PATCH_SIZE", "default_dictionary", "learn_dictionary", "resolve_dictionary", "should_adapt"]
 
 #: Side of the patches of the shipped dictionary, and the default of every patch size.
 PATCH_SIZE = 8
 _DEFAULT_DICT = "dict_grey_8x8.npz"
-# complete patches an image needs before inpaint adapts the dictionary to it: with fewer (random pixel loss)
-# the generic dictionary does better than learning from the few
+# training patches an image needs before inpaint adapts the dictionary to it: with fewer the generic
+# dictionary does better than learning from the few
 _MIN_COMPLETE = 2000
+# share of its pixels a patch must know to train the dictionary (its known pixels only, see learn_dictionary):
+# the plane removed from it takes 3 of them, and the rest must tell the atoms' detail apart
+_MIN_KNOWN_SHARE = 0.25
 _LEARN_BATCH = 256  # patches per mini-batch of learn_dictionary
 _LEARN_CODE_ITER = 50  # FISTA iterations per mini-batch of learn_dictionary
 _MIN_PATCHES = 10  # fewer usable patches than this cannot train a dictionary
@@ -61,10 +64,15 @@ def learn_dictionary(
 ) -> TreeDictionaryLearning:
     """Learn a dictionary of image patches, as :func:`restore.inpaint` uses them.
 
-    Draws random complete patches (no pixel under ``masks``) from the
-    luminance of the images (the sum of their channels over sqrt(C)),
-    centres them (plane fit) and scales them to unit norm, skipping
-    near-flat ones, and fits a :class:`TreeDictionaryLearning`.
+    Draws random patches from the luminance of the images (the sum of
+    their channels over sqrt(C)) that know a quarter of their pixels or
+    more (pixels under ``masks`` are missing), centres each one on its
+    known pixels (plane fit) and scales it to unit norm (see
+    :func:`_centre_known`), skipping near-flat ones, and fits a
+    :class:`TreeDictionaryLearning` with their known pixels as ``mask``:
+    a partly known patch counts by its known pixels only (Mairal et al.,
+    JMLR 2010), so that random pixel loss, which leaves no complete
+    patch, still has patches to learn from.
 
     Parameters
     ----------
@@ -131,10 +139,12 @@ def learn_dictionary(
         checked.append((img, known))
     gen = np.random.default_rng(0 if rng is None else rng)
     per = -(-n_patches // len(imgs))
-    Z = np.concatenate([complete_patches(luminance(img), known, patch_size, per, gen) for img, known in checked])
+    drawn = [_training_patches(luminance(img), known, patch_size, per, gen) for img, known in checked]
+    Z = np.concatenate([z for z, _ in drawn])
     if len(Z) < _MIN_PATCHES:
-        raise ValueError(f"only {len(Z)} usable patches (complete, not flat): give larger or less masked images")
-    return est.set_params(random_state=gen).fit(Z)
+        raise ValueError(f"only {len(Z)} usable patches (a quarter of their pixels known or more, not flat): give "
+                         "larger or less masked images")
+    return est.set_params(random_state=gen).fit(Z, mask=np.concatenate([w for _, w in drawn]))
 
 
 def resolve_dictionary(dictionary: TreeDictionaryLearning | str | os.PathLike | None,
@@ -167,6 +177,51 @@ def resolve_dictionary(dictionary: TreeDictionaryLearning | str | os.PathLike | 
 
 
 def should_adapt(missing: np.ndarray, patch_size: int) -> tuple[bool, int]:
-    """Whether an image with these missing pixels has enough complete patches to adapt a dictionary to; how many."""
-    n_complete = int(np.count_nonzero(window_sums(missing, patch_size) == 0))
-    return n_complete >= _MIN_COMPLETE, n_complete
+    """Whether an image with these missing pixels has enough patches to adapt a dictionary to; how many.
+
+    The patches counted are those :func:`learn_dictionary` may train on: a
+    quarter of their pixels known or more.
+    """
+    n_usable = int(np.count_nonzero(window_sums(missing, patch_size) <= patch_size**2 - _min_known(patch_size)))
+    return n_usable >= _MIN_COMPLETE, n_usable
+
+
+def _min_known(size: int) -> int:
+    """Known pixels a size x size patch needs to train: ``_MIN_KNOWN_SHARE`` of them, and one more than its plane."""
+    return max(int(np.ceil(_MIN_KNOWN_SHARE * size * size)), 4)
+
+
+def _training_patches(lum: np.ndarray, known: np.ndarray, size: int, n: int, rng: np.random.Generator
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Up to ``n`` random patches with enough known pixels, centred on those: (patches, their known pixels).
+
+    Near-flat patches are skipped; missing pixels are 0 in the patches.
+    """
+    r_all, c_all = np.nonzero(window_sums(~known, size) <= size * size - _min_known(size))
+    if len(r_all) == 0:
+        return np.zeros((0, size * size)), np.zeros((0, size * size), bool)
+    pick = rng.choice(len(r_all), size=min(n, len(r_all)), replace=False)
+    P = gather(lum, r_all[pick], c_all[pick], size).astype(np.float64)
+    W = gather(known, r_all[pick], c_all[pick], size)
+    Z, scale = _centre_known(P, W)
+    keep = scale > _FLAT_SHARE * np.median(scale)
+    return Z[keep], W[keep]
+
+
+def _centre_known(P: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`.patches.centre` on the known pixels ``W`` of each patch only: centred, scaled patches and scales.
+
+    The plane is fitted to the known pixels; the scale is their detail's
+    norm times ``sqrt(n_features / n_known)``, the norm the whole patch's
+    detail would have at the same energy per pixel (complete patches: the
+    norm), so that ``lam`` means what it means for complete ones. Missing
+    pixels are 0.
+    """
+    Bs = _plane_basis(P.shape[1])
+    Wf = W.astype(np.float64)
+    gram = np.einsum("np,pa,pb->nab", Wf, Bs, Bs) + np.diag([_CONSTANT_RIDGE, _PLANE_RIDGE, _PLANE_RIDGE])
+    coef = np.linalg.solve(gram, ((Wf * P) @ Bs)[..., None])[..., 0]
+    Z = (P - coef @ Bs.T) * Wf
+    n_known = np.maximum(Wf.sum(axis=1), 1.0)
+    scale = np.maximum(np.sqrt(np.einsum("np,np->n", Z, Z) * P.shape[1] / n_known), _FLAT_NORM)
+    return Z / scale[:, None], scale
