@@ -519,6 +519,10 @@ def _forward_3d(read, shape: tuple[int, ...], wavelet: str, splits: Sequence[int
                 multiply: bool) -> None:
     """:func:`wavelet_forward` of a volume read in slabs (``read(axis, sl)``), into ``flat``."""
     nd = len(shape)
+    if not splits:  # no level: the coefficients are the values
+        for sl in _slabs(shape, 0):
+            flat.reshape(shape)[sl] = read(0, sl)
+        return
     bands = {(b.level, b.orientation): b for b in band_layout(shape, splits)}
     for level, mask in enumerate(splits, start=1):
         axes = _axes(mask, nd)
@@ -582,6 +586,10 @@ def wavelet_inverse_slabs(c: np.ndarray, wavelet: str, splits: Sequence[int], sh
     layout = band_layout(shape, splits)
     bands = {(b.level, b.orientation): b for b in layout}
     a = c[: layout[0].size].reshape(layout[0].shape)
+    if not splits:  # no level: the values are the coefficients
+        for sl in _slabs(shape, 0):
+            emit(0, sl, a[sl])
+        return
     for level in range(len(splits), 0, -1):
         axes = _axes(splits[level - 1], nd)
         out_shape = tuple(s >> k for s, k in zip(shape, _split_counts(splits, nd, level - 1), strict=True))

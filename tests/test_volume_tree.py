@@ -98,7 +98,7 @@ def test_quadtree_is_the_2d_case():
 
 @pytest.mark.parametrize(("shape", "levels", "wavelet"), [
     ((16, 32, 32), (3, 3, 3), "db3"), ((8, 16, 32), (2, 3, 4), "sym4"), ((12, 20), (2, 2), "haar"),
-    ((4, 16, 16), (0, 2, 3), "db2")])
+    ((4, 16, 16), (0, 2, 3), "db2"), ((6, 8, 10), (0, 0, 0), "haar"), ((6, 10), (0, 0), "haar")])
 def test_transform_is_orthonormal_and_matches_pywt(shape, levels, wavelet, rng):
     x = rng.standard_normal(shape)
     splits = level_splits(levels)
