@@ -1,6 +1,6 @@
 """Benchmark 3-D tree denoising of fluorescence volumes against BM4D, BM3D and scikit-image.
 
-Four parts, each printing aligned tables (``--part``):
+Three parts, each printing aligned tables (``--part``):
 
 1. **methods** (default): on each volume of :mod:`_volumes` (the shared nuclei
    crop, 32 x 256 x 256, when ``../shared/volumes`` exists; synthetic sparse
@@ -41,10 +41,9 @@ Four parts, each printing aligned tables (``--part``):
    whole. What it adds to ``restore 3-D`` is what a non-local (block-matching)
    stage would add to our estimate.
 
-4. **memory**: peak resident memory and wall time of a fresh process that
-   runs ``restore denoise IN.zarr OUT.zarr --volume`` with its defaults on
-   stores of P x 512 x 512 float32 voxels, for a few P, and of the library
-   denoising the same volume in memory (the smaller ones).
+Memory is measured by ``bench_store_memory.py`` (the command line on
+stores of growing size) and ``bench_volume_bytes.py`` (the library, a
+volume in memory).
 
 Run from the repository root (``bm4d`` and ``bm3d`` from PyPI for the anchors;
 cached results are reused)::
@@ -52,7 +51,6 @@ cached results are reused)::
     PYTHONPATH=. .venv/bin/python benchmarks/bench_volume.py
     PYTHONPATH=. .venv/bin/python benchmarks/bench_volume.py --part choices
     PYTHONPATH=. .venv/bin/python benchmarks/bench_volume.py --part nonlocal
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_volume.py --part memory
 """
 
 from __future__ import annotations
@@ -61,8 +59,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -264,80 +260,10 @@ def part_nonlocal(args) -> dict:
     return res
 
 
-# Children run in fresh processes and print their own peak (VmHWM: ru_maxrss would carry the parent's peak across
-# exec) and wall time: the CLI with its defaults on a zarr store, or the library on the same volume in memory.
-_CLI_CHILD = r"""
-import sys, time
-import restore.cli
-t0 = time.perf_counter()
-assert restore.cli.main(["denoise", sys.argv[1], sys.argv[2], "--volume", "--quiet", "--force"]) == 0
-hwm = [line for line in open("/proc/self/status") if line.startswith("VmHWM")][0].split()[1]
-print(int(hwm) / 1024, time.perf_counter() - t0)
-"""
-_MEMORY_CHILD = r"""
-import sys, time
-import zarr
-from restore import denoise_wavelet_tree
-t0 = time.perf_counter()
-y = zarr.open_array(sys.argv[1], mode="r")[...]
-float(denoise_wavelet_tree(y, axes=(0, 1, 2)).sum())  # sigma estimated, as the CLI does
-hwm = [line for line in open("/proc/self/status") if line.startswith("VmHWM")][0].split()[1]
-print(int(hwm) / 1024, time.perf_counter() - t0)
-"""
-# The stores: a smooth float32 volume plus Gaussian noise of 0.1, planes of 512 x 512, chunks of 32 x 128 x 128.
-_MEMORY_PLANE = 512
-_MEMORY_CHUNKS = (32, 128, 128)
-
-
-def _memory_store(path: Path, planes: int) -> None:
-    import dask.array as da
-    import numpy as np
-
-    n = _MEMORY_PLANE
-    z, y, x = da.meshgrid(*[da.arange(k, chunks=c) for k, c in zip((planes, n, n), _MEMORY_CHUNKS, strict=True)],
-                          indexing="ij")
-    clean = 0.5 + 0.25 * da.sin(z / 9.0) * da.cos(y / 13.0) + 0.2 * da.sin(x / 7.0 + y / 29.0)
-    noise = da.random.default_rng(0).standard_normal(clean.shape, chunks=_MEMORY_CHUNKS)
-    (clean + 0.1 * noise).astype(np.float32).to_zarr(str(path), overwrite=True)
-
-
-def part_memory(args) -> dict:
-    import tempfile
-
-    rows, res = [], {}
-    env = {**os.environ, "PYTHONPATH": str(V.ROOT), "RESTORE_NUM_THREADS": "2"}
-    with tempfile.TemporaryDirectory() as tmp:
-        for planes in args.planes:
-            src = Path(tmp) / f"in{planes}.zarr"
-            _memory_store(src, planes)
-            entry = {"MB float32": planes * _MEMORY_PLANE**2 * 4 / 2**20}
-            for mode, child in (("zarr", _CLI_CHILD), ("memory", _MEMORY_CHILD)):
-                if mode == "memory" and planes > args.max_in_memory:
-                    continue
-                note(f"memory: {planes} x {_MEMORY_PLANE} x {_MEMORY_PLANE}, {mode}")
-                out = subprocess.run([sys.executable, "-c", child, str(src), str(Path(tmp) / "out.zarr")],
-                                     capture_output=True, text=True, env=env, check=True).stdout.split()
-                entry[mode] = {"peak MB": float(out[-2]), "wall s": float(out[-1])}
-            shutil.rmtree(src)
-            res[planes] = entry
-            rows.append((f"{planes} x {_MEMORY_PLANE} x {_MEMORY_PLANE}", f"{entry['MB float32']:.0f}",
-                         f"{entry['zarr']['peak MB']:.0f}", f"{entry['zarr']['wall s']:.1f}",
-                         f"{entry['memory']['peak MB']:.0f}" if "memory" in entry else "-",
-                         f"{entry['memory']['wall s']:.1f}" if "memory" in entry else "-"))
-    print(table(("volume", "MB (float32)", "CLI zarr peak MB", "CLI zarr wall s", "in-memory peak MB",
-                 "in-memory wall s"), rows,
-                title="\nPeak resident memory of `restore denoise IN.zarr OUT.zarr --volume` (defaults: sigma "
-                      "estimated, lam by SURE per block; chunks 32 x 128 x 128) against the library in memory"))
-    return res
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--part", choices=("methods", "choices", "nonlocal", "memory", "all"), nargs="+",
+    ap.add_argument("--part", choices=("methods", "choices", "nonlocal", "all"), nargs="+",
                     default=["methods"])
-    ap.add_argument("--planes", type=int, nargs="+", default=[64, 128, 256, 512, 1024],
-                    help="volumes of the memory part: this many planes of 512 x 512")
-    ap.add_argument("--max-in-memory", type=int, default=128, help="most planes also denoised in memory")
     ap.add_argument("--rerun-anchors", action="store_true", help="recompute BM4D and BM3D even when cached")
     ap.add_argument("--cached-only", action="store_true", help="use cached anchors, never run BM4D or BM3D")
     ap.add_argument("--json", help="write every number to this JSON file")
@@ -345,8 +271,7 @@ def main() -> None:
     print(f"bench_volume.py, {time.strftime('%Y-%m-%d %H:%M')}, {platform.node()}: {platform.processor() or ''} "
           f"{os.cpu_count()} CPUs, Python {platform.python_version()}, restore at {git_state()}")
     out = {}
-    for part, fn in (("methods", part_methods), ("choices", part_choices), ("nonlocal", part_nonlocal),
-                     ("memory", part_memory)):
+    for part, fn in (("methods", part_methods), ("choices", part_choices), ("nonlocal", part_nonlocal)):
         if part in args.part or "all" in args.part:
             out[part] = fn(args)
     if args.json:
