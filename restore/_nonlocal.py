@@ -52,7 +52,8 @@ from .proximal import _get_pool
 from .tree import Tree
 
 __all__ = [
-    "NonlocalSettings", "group_tree", "nonlocal_denoise", "nonlocal_reach", "nonlocal_steps", "shrink_groups",
+    "NonlocalSettings", "group_tree", "nonlocal_denoise", "nonlocal_grid", "nonlocal_reach", "nonlocal_steps",
+    "shrink_groups",
 ]
 
 # Reference patches per chunk: one chunk is one numba call and one progress step; at most this many keeps a
@@ -74,6 +75,20 @@ _STRIP_MIN_WINDOWS = 2
 
 # Default side of the 3-D search windows along the first axis, voxels (NonlocalSettings.window0)
 _WINDOW0_3D = 7
+
+# 2-D stage 2 where stage 1's estimate is smooth at the noise's scale: larger Wiener patches average the noise over
+# more of a surface that is flat at their scale (BM3D, too, grows its blocks with the noise) and blur detail
+# elsewhere, so stage 2 runs with both patch sides, each only where some pixel wants it, and the two are blended per
+# pixel (NonlocalSettings.smooth_patch2). The weight of the larger patches is a smooth step of the local RMS
+# gradient G of stage 1's estimate (per pixel, in sigmas): 1 for G <= _SMOOTH_FULL, 0 for G >= _SMOOTH_NONE.
+_SMOOTH_PATCH2 = 12  # pixels: stage 2's larger patch side (``patch2``, 8, elsewhere)
+_SMOOTH_STRIDE = 6  # pixels: its references' step (a larger patch needs fewer references for the same cover)
+_SMOOTH_FULL = 0.25  # RMS gradient / sigma: at or below it only the larger patches (flat at their scale)
+_SMOOTH_NONE = 0.35  # RMS gradient / sigma: at or above it only the default ones (edges and texture)
+# pixels: half side of the square over which the squared gradient is averaged: wide enough that noise left in
+# stage 1's estimate does not flip the choice pixel by pixel, within stage 2's own reach (its window's half side)
+# so that the blend adds nothing to the reach of the default settings.
+_SMOOTH_RADIUS = 8
 
 # Chunks in flight on the pool per thread: enough to keep threads busy, few enough that finished chunks' buffers
 # wait little before being added.
@@ -97,7 +112,17 @@ class NonlocalSettings:
     patch2 : int, optional
         Patch side of stage 2, pixels: ``patch`` (2-D), 5 (3-D, BM4D's
         Wiener size: stage 2's DCT needs no power of 2; 4 lost 0.2-0.4 dB
-        on the synthetic volumes).
+        on the synthetic volumes); see ``smooth_patch2``.
+    smooth_patch2 : int, optional
+        2-D: a second patch side of stage 2 (its references 6 pixels
+        apart), blended per pixel with ``patch2``'s result where stage 1's
+        estimate is smooth at the noise's scale (a local RMS gradient under
+        0.35 sigma, over 17 x 17 pixels; alone under 0.25 sigma), whose
+        flat surfaces larger patches average better while they blur edges;
+        each side runs only on the references near a pixel that wants it,
+        and not at all when none does. 0: never. Default 12 in 2-D when
+        none of ``patch2``, ``stride`` and ``features2`` is given (stage 2
+        as given then), else 0.
     stride, stride1 : int, optional
         Step of the grid of reference patches of stage 2 and of stage 1,
         pixels: 3 and 4 (2-D: stage 1 only guides stage 2, whose stride
@@ -173,6 +198,7 @@ class NonlocalSettings:
 
     patch: int | None = None
     patch2: int | None = None
+    smooth_patch2: int | None = None
     stride: int | None = None
     stride1: int | None = None
     window: int | None = None
@@ -207,6 +233,9 @@ class NonlocalSettings:
         s = replace(s, penalty=s.penalty if s.penalty is not None else ("l2" if d2 else "l0"),
                     k2=s.k2 if s.k2 is not None else 16)
         s = replace(s, features=s.features if s.features is not None else s.patch)
+        free = d2 and self.wiener and self.patch2 is None and self.stride is None and self.features2 is None
+        s = replace(s, smooth_patch2=s.smooth_patch2 if s.smooth_patch2 is not None else
+                    (_SMOOTH_PATCH2 if free else 0))
         s = replace(s, features2=s.features2 if s.features2 is not None else s.patch2)
         s = replace(s, stride1=s.stride1 if s.stride1 is not None else (4 if d2 else 3))
         if s.penalty not in ("l2", "l0"):
@@ -219,6 +248,12 @@ class NonlocalSettings:
             v = getattr(s, name)
             if not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        if not isinstance(s.smooth_patch2, (int, np.integer)) or s.smooth_patch2 < 0 or (s.smooth_patch2 and not d2):
+            raise ValueError(f"smooth_patch2 must be an integer >= 0 (0 for volumes), got {s.smooth_patch2!r}")
+        if s.smooth_patch2 and not (s.smooth_patch2 >= _SMOOTH_STRIDE and s.patch2 >= s.stride):
+            # each pass's references must cover the plane with their patches (see _wanted_refs)
+            raise ValueError(f"smooth_patch2 must be 0 or at least its references' step {_SMOOTH_STRIDE} with patch2 "
+                             f"({s.patch2}) >= stride ({s.stride}), got {s.smooth_patch2!r}")
         for name in ("k1", "k2"):
             v = getattr(s, name)
             if v & (v - 1):
@@ -405,18 +440,40 @@ def _plan(shape3, s: NonlocalSettings, ndim: int) -> list[_Strip]:
     return strips
 
 
+def _stage2_passes(s: NonlocalSettings, shape3: tuple[int, int, int]) -> list[NonlocalSettings]:
+    """Stage 2's passes on a plane or volume (resolved ``s``): ``patch2``'s, then ``smooth_patch2``'s when on.
+
+    The smooth pass needs a plane of at least ``smooth_patch2`` pixels a side.
+    """
+    if not s.wiener:
+        return []
+    passes = [s]
+    if s.smooth_patch2 and min(shape3[0], shape3[2]) >= s.smooth_patch2:
+        passes.append(replace(s, patch2=s.smooth_patch2, features2=s.smooth_patch2, stride=_SMOOTH_STRIDE))
+    return passes
+
+
+def _stage_settings(stage: int, s: NonlocalSettings) -> NonlocalSettings:
+    """The settings of one stage's plan (``patch``, ``window`` and ``stride`` its own)."""
+    return replace(s, stride=s.stride1) if stage == 1 else replace(s, patch=s.patch2, window=s.window2)
+
+
+def _stage_steps(stage: int, shape3: tuple[int, int, int], s: NonlocalSettings, ndim: int, n_channels: int) -> int:
+    """Progress steps of one pass of a stage."""
+    # stage 1 transforms the channels and its guide, stage 2 the channels and their estimates; then references
+    transforms = n_channels + 1 if stage == 1 else 2 * n_channels
+    strips = _plan(shape3, _stage_settings(stage, s), ndim)
+    return sum(transforms * len(st.row_chunks) + len(st.ref_chunks) for st in strips)
+
+
 def nonlocal_steps(shape: tuple[int, ...], settings: NonlocalSettings | None = None, n_channels: int = 1) -> int:
     """Number of progress steps :func:`nonlocal_denoise` reports for an image of this shape (and channels)."""
     ndim = len(shape)
     s = (settings or NonlocalSettings()).resolved(ndim)
     shape3 = (shape[0], 1, shape[1]) if ndim == 2 else tuple(shape)
-    total = 0
-    for stage in (1, 2) if s.wiener else (1,):
-        one = replace(s, stride=s.stride1) if stage == 1 else replace(s, patch=s.patch2, window=s.window2)
-        strips = _plan(shape3, one, ndim)
-        # stage 1 transforms the channels and its guide, stage 2 the channels and their estimates; then references
-        transforms = n_channels + 1 if stage == 1 else 2 * n_channels
-        total += sum(transforms * len(st.row_chunks) + len(st.ref_chunks) for st in strips)
+    total = _stage_steps(1, shape3, s, ndim, n_channels)
+    for one in _stage2_passes(s, shape3):
+        total += _stage_steps(2, shape3, one, ndim, n_channels)
     return total
 
 
@@ -428,9 +485,14 @@ def nonlocal_reach(ndim: int, settings: NonlocalSettings | None = None) -> tuple
     reference up to ``window // 2`` away, whose group and matching take
     patches up to ``window // 2`` further: so ``2 * (window // 2) + patch -
     1`` on either side, on the noisy image and the guide. Stage 2's guide is
-    stage 1's result, so the two reaches add. The pilot enters stage 1's
-    guide (with ``pilot_weight > 0``): its pixels within the total reach
-    matter, and the caller adds the pilot's own reach to that.
+    stage 1's result, so the two reaches add. With ``smooth_patch2``, stage
+    2 takes the larger of its passes' reaches and of the blend's: a pass's
+    reference runs when its patch holds a pixel whose weight wants it
+    (:func:`_wanted_refs`), a weight reading stage 1's result within
+    ``_SMOOTH_RADIUS + 1``. The pilot
+    enters stage 1's guide (with ``pilot_weight > 0``): its pixels within
+    the total reach matter, and the caller adds the pilot's own reach to
+    that.
     """
     s = (settings or NonlocalSettings()).resolved(ndim)
     reach = []
@@ -439,8 +501,45 @@ def nonlocal_reach(ndim: int, settings: NonlocalSettings | None = None) -> tuple
             (s.window, s.window2)
         one = 2 * (w1 // 2) + s.patch - 1
         two = 2 * (w2 // 2) + s.patch2 - 1
+        if s.smooth_patch2:
+            for p in (s.patch2, s.smooth_patch2):
+                two = max(two, 2 * (w2 // 2) + p - 1, w2 // 2 + p - 1 + _SMOOTH_RADIUS + 1)
         reach.append(one + (two if s.wiener else 0))
     return tuple(reach)
+
+
+def nonlocal_grid(ndim: int, settings: NonlocalSettings | None = None) -> int:
+    """The step (pixels, every axis) on which the grids of reference patches of every pass all start again.
+
+    A block of the image starting at a multiple of it has the references
+    of the whole there, so that blocks give the whole's result.
+    """
+    s = (settings or NonlocalSettings()).resolved(ndim)
+    return math.lcm(s.stride, s.stride1, _SMOOTH_STRIDE if s.smooth_patch2 else 1)
+
+
+def _smooth_weight(est: np.ndarray, sigma: float) -> np.ndarray:
+    """Per pixel of a plane's stage-1 estimate ``est`` (M, N): the weight of stage 2's larger patches, in [0, 1].
+
+    A smooth step of the RMS gradient over the square of half side
+    ``_SMOOTH_RADIUS`` around the pixel, in units of ``sigma``. Each pixel's
+    sums are taken in the same order wherever the plane starts (a block of a
+    larger plane gives the whole's weights away from its edges).
+    """
+    from scipy import ndimage as ndi
+
+    g2 = np.zeros_like(est)
+    d0, d1 = np.diff(est, axis=0) ** 2, np.diff(est, axis=1) ** 2
+    g2[:-1] += 0.5 * d0  # each difference shared by its two pixels
+    g2[1:] += 0.5 * d0
+    g2[:, :-1] += 0.5 * d1
+    g2[:, 1:] += 0.5 * d1
+    box = np.ones(2 * _SMOOTH_RADIUS + 1)
+    # correlate1d sums each output's window in one order (not a running sum, whose rounding depends on the start)
+    mean = ndi.correlate1d(ndi.correlate1d(g2, box, axis=0, mode="reflect"), box, axis=1, mode="reflect")
+    mean /= box.size ** 2
+    t = np.clip((_SMOOTH_NONE - np.sqrt(mean) / sigma) / (_SMOOTH_NONE - _SMOOTH_FULL), 0.0, 1.0)
+    return t * t * (3.0 - 2.0 * t)
 
 
 # ---------------------------------------------------------------------------
@@ -482,19 +581,42 @@ def _kaiser3(patch3: tuple[int, int, int], beta: float) -> np.ndarray:
     return np.ascontiguousarray(w)
 
 
+def _wanted_refs(need: np.ndarray, g0: np.ndarray, g2: np.ndarray, p0: int, p2: int, stride: int) -> np.ndarray:
+    """Which references of the grid ``g0`` x ``g2`` (patch origins) a plane's ``need`` (M, N) asks for.
+
+    The plane is cut into cells, one per reference, the middle ``stride``
+    pixels of its patch (the first and last cells out to the plane's
+    edges): a reference runs when its cell holds a pixel in need. Every such
+    pixel is then inside a patch that is put back (its cell's), and a
+    region in need adds about half a stride around it, not a patch.
+    """
+    cells = []
+    for g, p in ((g0, p0), (g2, p2)):
+        start = g + max(0, (p - stride) // 2)  # the middle of each patch: stride <= p keeps each cell in its patch
+        start[0] = 0
+        cells.append(start)
+    rows = np.maximum.reduceat(need.astype(np.uint8), cells[0], axis=0)
+    return np.maximum.reduceat(rows, cells[1], axis=1).astype(bool)
+
+
 def _stage(stage: int, Y: np.ndarray, guide3: np.ndarray | None, E: np.ndarray | None, sigmas: np.ndarray,
            s: NonlocalSettings, ndim: int, pool: ThreadPoolExecutor | None, n_threads: int,
-           report: Callable[[], None]) -> np.ndarray:
+           report: Callable[[], None], need: np.ndarray | None = None) -> np.ndarray:
     """One stage on the channels ``Y`` (C, n0, n1, n2), their groups matched once on the first channel's side.
 
     Stage 1 matches on ``guide3`` (None: on ``Y[0]`` itself, reusing its
     coefficients; or a mix with the pilot); stage 2 on ``E[0]``, ``E`` (C, ...) being stage 1's estimates,
     which also give each channel's Wiener filter.
+
+    ``need`` (a plane's (M, N) booleans, or None for every pixel): only the
+    references of :func:`_wanted_refs` run (the others, and the transforms
+    of strips without any, count their progress steps at once); the result
+    is then 0 where no patch was put back.
     """
-    s = replace(s, stride=s.stride1) if stage == 1 else replace(s, patch=s.patch2, window=s.window2)
+    s = _stage_settings(stage, s)
     n_ch = Y.shape[0]
     shape3 = Y.shape[1:]
-    patch3, half3, n_orig, _ = _geometry(shape3, s, ndim)
+    patch3, half3, n_orig, grids = _geometry(shape3, s, ndim)
     Ms = [np.ascontiguousarray(transform_matrix(s.transform if stage == 1 else s.transform2, n)) for n in patch3]
     Is = [np.ascontiguousarray(m.T) for m in Ms]
     p = int(np.prod(patch3))
@@ -519,7 +641,20 @@ def _stage(stage: int, Y: np.ndarray, guide3: np.ndarray | None, E: np.ndarray |
     den = np.zeros(Y.shape)
     h0, h1, h2 = half3
     same = stage == 1 and guide3 is None  # stage 1 matching on y itself: its coefficients are TN[0]'s
+    if need is not None:
+        wanted = _wanted_refs(need, grids[0], grids[2], patch3[0], patch3[2], s.stride)
     for strip in _plan(shape3, s, ndim):
+        chunks = strip.ref_chunks
+        if need is not None:
+            chunks = [refs[wanted[np.searchsorted(grids[0], refs[:, 0]), np.searchsorted(grids[2], refs[:, 2])]]
+                      for refs in chunks]
+            for _ in range(sum(len(r) == 0 for r in chunks)):
+                report()
+            chunks = [refs for refs in chunks if len(refs)]
+            if not chunks:  # no reference in need: nor its transforms
+                for _ in range((2 * n_ch if stage == 2 else n_ch + 1) * len(strip.row_chunks)):
+                    report()
+                continue
         n_rows = strip.s1 - strip.s0
         TN = np.empty((n_ch, n_rows, n_orig[1], n_orig[2], p), dtype=np.float32)
         if stage == 2:
@@ -570,8 +705,8 @@ def _stage(stage: int, Y: np.ndarray, guide3: np.ndarray | None, E: np.ndarray |
             den[box] += bden
             report()
 
-        run_ordered(pool, (ref_task(r) for r in strip.ref_chunks), add, n_threads)
-    return num / den
+        run_ordered(pool, (ref_task(r) for r in chunks), add, n_threads)
+    return num / den if need is None else num / np.where(den > 0, den, 1.0)
 
 
 def nonlocal_denoise(y: np.ndarray, pilot: np.ndarray | None, sigma: float | np.ndarray, *,
@@ -651,7 +786,28 @@ def nonlocal_denoise(y: np.ndarray, pilot: np.ndarray | None, sigma: float | np.
     elif s.pilot_weight != 1.0:
         g3 = s.pilot_weight * g3 + (1.0 - s.pilot_weight) * Y3[0]
     est = _stage(1, Y3, g3, None, sigmas, s, ndim, pool, n_threads, report)
-    if s.wiener:
+    passes = _stage2_passes(s, Y3.shape[1:])
+    if len(passes) == 1:
         est = _stage(2, Y3, est[0], est, sigmas, s, ndim, pool, n_threads, report)
+    elif passes:  # a plane: both patch sides, each where some pixel wants it, blended per pixel
+        w = _smooth_weight(est[0, :, 0, :], float(sigmas[0]))  # the groups' channel decides for all (shared groups)
+        outs = []
+        for one, need in zip(passes, (w < 1.0, w > 0.0), strict=True):
+            if need.all():
+                outs.append(_stage(2, Y3, est[0], est, sigmas, one, ndim, pool, n_threads, report))
+            elif need.any():
+                outs.append(_stage(2, Y3, est[0], est, sigmas, one, ndim, pool, n_threads, report, need))
+            else:
+                outs.append(None)
+                for _ in range(_stage_steps(2, Y3.shape[1:], one, ndim, Y3.shape[0])):
+                    report()
+        small, large = outs
+        w = w[None, :, None, :]
+        if small is None:
+            est = large
+        elif large is None:
+            est = small
+        else:  # where w is 0 (1) the other pass put nothing back there: the product is exactly 0, not a blend
+            est = np.where(w > 0.0, w * large, 0.0) + np.where(w < 1.0, (1.0 - w) * small, 0.0)
     est = est[:, :, 0, :] if ndim == 2 else est
     return est if channels else est[0]

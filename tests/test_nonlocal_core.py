@@ -1,5 +1,7 @@
 """The non-local tree core: block matching, the joint tree shrinkage, and the two-stage denoiser on one channel."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -232,10 +234,14 @@ def test_channels_share_the_first_channels_groups():
     rng = np.random.default_rng(11)
     lum, chroma = x, 0.3 + 0.15 * (x - x.mean())
     y = np.stack([lum, chroma]) + 0.1 * rng.standard_normal((2,) + x.shape)
-    alone = nonlocal_denoise(y[1], None, 0.1, settings=SMALL)
-    joint = nonlocal_denoise(y, None, 0.1, settings=SMALL, channels=True)
+    same = replace(SMALL, smooth_patch2=0)  # the same stage 2 alone and joint (alone, the smooth chroma grows it)
+    alone = nonlocal_denoise(y[1], None, 0.1, settings=same)
+    joint = nonlocal_denoise(y, None, 0.1, settings=same, channels=True)
     assert joint.shape == y.shape
     assert psnr(joint[1], chroma) > psnr(alone, chroma) + 1.0
+    np.testing.assert_array_equal(joint[0], nonlocal_denoise(y[0], None, 0.1, settings=same))
+    # with both patch sides, the first channel's smoothness decides for all: the first channel is the same alone
+    joint = nonlocal_denoise(y, None, 0.1, settings=SMALL, channels=True)
     np.testing.assert_array_equal(joint[0], nonlocal_denoise(y[0], None, 0.1, settings=SMALL))
 
 
@@ -273,3 +279,58 @@ def test_dask_blocks_of_a_partly_smooth_plane_agree_with_memory():
     whole = restore.denoise_nonlocal_tree(y, sigma=0.1)
     blocks = restore.denoise_nonlocal_tree(da.from_array(y, chunks=(96, 336)), sigma=0.1).compute()
     np.testing.assert_allclose(blocks, whole, rtol=0, atol=1e-12)
+
+
+def _partly_smooth_plane(seed: int, shape=(96, 192), detail_from=120):
+    """A surface smooth at the noise's scale (sigma 0.2) with stripes (edges everywhere) from column detail_from."""
+    from scipy import ndimage as ndi
+
+    rng = np.random.default_rng(seed)
+    field = ndi.gaussian_filter(rng.standard_normal(shape), 6)
+    x = 0.5 + 0.1 * field / field.std()
+    x[:, detail_from:] = 0.2 + 0.6 * (np.indices((shape[0], shape[1] - detail_from)).sum(0) // 5 % 2)
+    return x, x + 0.2 * rng.standard_normal(shape)
+
+
+def test_smooth_regions_get_larger_wiener_patches_and_detailed_ones_keep_theirs():
+    # 8-pixel Wiener patches left noise on a surface flat at their scale that 12-pixel ones average away (BM3D's lead
+    # on smooth photographs at high noise), while 12-pixel ones blur edges: each where it is better, in one plane
+    import restore
+
+    eight = NonlocalSettings(patch2=8, stride=3)  # stage 2 as it was for every pixel
+    for seed in (1, 3):
+        x, y = _partly_smooth_plane(seed)
+        before = nonlocal_denoise(y, None, 0.2, settings=eight)
+        seen = []
+        after = restore.denoise_nonlocal_tree(y, sigma=0.2, progress=lambda d, t, s=seen: s.append((d, t)))
+        gain = psnr(after[:, :90], x[:, :90]) - psnr(before[:, :90], x[:, :90])
+        assert gain > 0.2, (seed, gain)
+        np.testing.assert_allclose(after[:, 150:], before[:, 150:], rtol=0, atol=1e-12)  # the stripes as before
+        assert seen == sorted(seen) and seen[-1][0] == seen[-1][1]  # the bar ends full, never going back
+    seen = []
+    nonlocal_denoise(y, None, 0.2, progress=lambda d, t: seen.append((d, t)))  # skipped references count too
+    total = nonlocal_steps(y.shape)
+    assert [d for d, _ in seen] == list(range(1, total + 1)) and {t for _, t in seen} == {total}
+
+
+def test_with_both_patch_sides_a_result_pixel_depends_on_input_within_the_reach_only():
+    _, y = _partly_smooth_plane(5, shape=(48, 160), detail_from=110)
+    y = np.ascontiguousarray(y.T)  # stripes in the last rows: a change there moves the smooth region's edge
+    reach = nonlocal_reach(2)[0]
+    base = nonlocal_denoise(y, None, 0.2)
+    assert not np.array_equal(base, nonlocal_denoise(y, None, 0.2, settings=replace(SMALL, window=25,
+                                                                                        smooth_patch2=0)))
+    for row in (150, 120):
+        z = y.copy()
+        z[row:, :] = 0.5  # the stripes flattened: their pixels now want the larger patches
+        out = nonlocal_denoise(z, None, 0.2)
+        changed = np.flatnonzero(np.any(out != base, axis=1))
+        assert changed.size and changed.min() >= row - reach
+
+
+@pytest.mark.parametrize(("ndim", "kw"), [(2, {"smooth_patch2": -1}), (2, {"smooth_patch2": 4}),
+                                          (2, {"smooth_patch2": 12, "patch2": 4, "stride": 5}),
+                                          (3, {"smooth_patch2": 12})])
+def test_smooth_patch2_is_checked(ndim, kw):
+    with pytest.raises(ValueError, match="smooth_patch2"):
+        NonlocalSettings(**kw).resolved(ndim)

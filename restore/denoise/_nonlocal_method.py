@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._nonlocal import NonlocalSettings, nonlocal_denoise, nonlocal_reach, nonlocal_steps
+from .._nonlocal import NonlocalSettings, nonlocal_denoise, nonlocal_grid, nonlocal_reach, nonlocal_steps
 from .._progress import ProgressCallback, Steps
 from .._validation import check_number
 from ..noise import NoiseEstimate
@@ -42,8 +41,8 @@ class NonlocalTree:
 
     @property
     def grid(self) -> tuple[int, ...]:
-        """Blocks start on the grids of reference patches of both stages: a block has the references of the whole."""
-        return (math.lcm(self.settings.stride, self.settings.stride1),) * self.n_axes
+        """Blocks start on the grids of reference patches of every pass: a block has the references of the whole."""
+        return (nonlocal_grid(self.n_axes, self.settings),) * self.n_axes
 
     @property
     def reach(self) -> tuple[int, ...]:
