@@ -162,7 +162,7 @@ def parse_log(messages: Sequence[str]) -> dict:
     for msg in messages:
         if m := re.search(r"dictionary ready in ([0-9.]+) s", msg):
             out["dict_s"] = (out["dict_s"] or 0.0) + float(m.group(1))
-        if m := re.search(r"coding (\d+) patches", msg):
+        if m := re.search(r"cod(?:ing|ed) (\d+) patches", msg):
             out["n_patches"] = (out["n_patches"] or 0) + int(m.group(1))
         if m := re.search(r"interpolated in ([0-9.]+) s", msg):
             out["interp_s"] = (out["interp_s"] or 0.0) + float(m.group(1))

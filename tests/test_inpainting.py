@@ -147,6 +147,26 @@ def test_interpolant_in_bands_is_skimage_biharmonic(rng):
     assert masked_psnr(ours, ref, mask) > 35
 
 
+def test_refilling_only_the_regions_next_to_newly_known_pixels_is_the_whole_solve(photo):
+    # inpaint's last interpolant re-solves only the mask's regions that the held-out pixels touched
+    from restore.inpainting.interpolation import biharmonic_fill, refill
+
+    img = photo.astype(np.float64)
+    mask = np.zeros(img.shape[:2], bool)
+    for r in range(8, 120, 16):  # separate strokes
+        mask[r:r + 3, 10 + r // 2:60 + r // 2] = True
+    run = mask.copy()
+    run[27:29, 40:50] = True  # newly known pixels next to the stroke at rows 24-26 only
+    run[50:52, 30:34] = True  # ... and these next to none
+    redo = refill(run, mask)
+    assert set(np.unique(np.nonzero(redo)[0])) == {24, 25, 26}
+    first = biharmonic_fill(img, run, direct=True)  # the run's interpolant
+    full = img.copy()
+    full[mask] = first[mask]
+    again = biharmonic_fill(full, redo, direct=True)
+    np.testing.assert_allclose(again[mask], biharmonic_fill(img, mask, direct=True)[mask], atol=1e-10)
+
+
 def _edges(n=64):
     """A grey image of two flat regions with a slanted edge, as 3 channels."""
     y, x = np.mgrid[0:n, 0:n]

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import _blockmatch, _core, _core_inpaint
 from .._nonlocal import group_tree, run_ordered, transform_matrix
-from .patches import patch_positions, window_sums
+from .patches import gather, patch_positions, window_sums
 
 __all__ = ["GroupSettings", "group_passes", "n_group_steps", "plan_references"]
 
@@ -33,6 +33,10 @@ log = logging.getLogger("restore.inpainting")
 
 _CHUNK_REFS = 64  # reference patches per chunk: one progress step, a few numba calls; a strip of thin text has 2+
 _STRIP_ROWS = 48  # rows of reference origins per strip: the features of a strip (plus the window) are in memory
+# passes that code every reference patch; from then on, a reference is coded only while one of its missing pixels
+# moved by at least _SETTLED (times the sd of the known luminance) in the last pass that coded it
+_SETTLE_PASSES = 1
+_SETTLED = 0.02
 _WINDOW_SD = 0.5  # sd of the Gaussian weights of a patch's pixels in the average, in patch sides
 
 
@@ -123,13 +127,28 @@ def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: lis
     lams = np.geomspace(s.lams[0], s.lams[1], len(plan)) if len(plan) > 1 else np.array([s.lams[1]])
     pass_ = _Pass(U, missing, s, pool, n_threads, progress if progress is not None else (lambda: None))
     idx = np.flatnonzero(missing)
+    tick = progress if progress is not None else (lambda: None)
+    # how far each missing pixel moved in the last pass that coded it (known pixels: 0)
+    moved = np.zeros(missing.shape, dtype=np.float32)
+    moved.reshape(-1)[idx] = np.inf
+    settled = _SETTLED * float(np.std(U[0][~missing])) if (~missing).any() else 0.0
+    H = missing.shape[0]
     for k, (lam, refs) in enumerate(zip(lams, plan, strict=True)):
+        if k >= _SETTLE_PASSES:
+            # references whose missing pixels all moved less than the threshold last time have settled
+            live = (gather(moved, refs[:, 0], refs[:, 1], s.patch) >= settled).any(axis=1)
+            for _ in range(n_group_steps([refs], H, s) - n_group_steps([refs[live]], H, s)):
+                tick()  # the settled references' steps count as done
+            refs = refs[live]
         num, den = pass_.run(refs, float(lam))
         dflat = den.reshape(-1)[idx].astype(np.float64)
         ok = dflat > 0
         for ch in range(U.shape[0]):
             u = U[ch].reshape(-1)
-            u[idx[ok]] = (num[ch].reshape(-1)[idx[ok]] / dflat[ok] + s.keep * u[idx[ok]]) / (1.0 + s.keep)
+            new = (num[ch].reshape(-1)[idx[ok]] / dflat[ok] + s.keep * u[idx[ok]]) / (1.0 + s.keep)
+            if ch == 0:
+                moved.reshape(-1)[idx[ok]] = np.abs(new - u[idx[ok]])
+            u[idx[ok]] = new
         if after_pass is not None and not after_pass(k):
             break
     return U

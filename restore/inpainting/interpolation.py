@@ -6,7 +6,7 @@ import numpy as np
 
 from .._progress import Steps
 
-__all__ = ["bands", "biharmonic_fill"]
+__all__ = ["bands", "biharmonic_fill", "known_range", "refill"]
 
 # relative residual of the conjugate gradients: the patches refine what is left, but where they change little (smooth
 # photos) the interpolant is the result
@@ -50,12 +50,7 @@ def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = 
     """
     H, W, n_ch = img.shape
     out = img.copy()
-    lo, hi = np.full(n_ch, np.inf), np.full(n_ch, -np.inf)
-    for r0, r1, _, _ in bands(H, W) if clip else ():  # band by band: no copy of the known pixels of 16 MP
-        k = ~missing[r0:r1]
-        if k.any():
-            v = img[r0:r1][k]
-            lo, hi = np.minimum(lo, v.min(axis=0)), np.maximum(hi, v.max(axis=0))
+    lo, hi = known_range(img, missing) if clip else (None, None)
     for r0, r1, a, b in bands(H, W):
         m = missing[r0:r1]
         if m.any():
@@ -69,6 +64,37 @@ def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = 
         elif steps is not None:
             steps(n_ch)
     return out
+
+
+def known_range(img: np.ndarray, missing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The least and the largest known value of each channel of a channels-last image (inf, -inf: none known)."""
+    H, W, n_ch = img.shape
+    lo, hi = np.full(n_ch, np.inf), np.full(n_ch, -np.inf)
+    for r0, r1, _, _ in bands(H, W):  # band by band: no copy of the known pixels of 16 MP
+        k = ~missing[r0:r1]
+        if k.any():
+            v = img[r0:r1][k]
+            lo, hi = np.minimum(lo, v.min(axis=0)), np.maximum(hi, v.max(axis=0))
+    return lo, hi
+
+
+def refill(run: np.ndarray, missing: np.ndarray) -> np.ndarray:
+    """The pixels of ``missing`` whose interpolant changes when those of ``run & ~missing`` become known.
+
+    ``missing`` is a subset of ``run``. The regions of the biharmonic system
+    (see :func:`_regions`) of ``run`` that hold none of the newly known
+    pixels are regions of ``missing`` with the same known neighbours: their
+    exact interpolant is the same. (The clipping to the known range may
+    differ: callers check :func:`known_range` too.)
+    """
+    from scipy import ndimage
+
+    cross = ndimage.generate_binary_structure(2, 1)
+    labels, n = ndimage.label(ndimage.binary_dilation(run, cross), structure=cross)
+    touched = np.zeros(n + 1, dtype=bool)
+    touched[labels[run & ~missing]] = True
+    touched[0] = False
+    return missing & touched[labels]
 
 
 def bands(H: int, W: int, band_px: int = _BAND_PX) -> list[tuple[int, int, int, int]]:

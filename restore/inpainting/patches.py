@@ -32,6 +32,10 @@ _FLAT_SHARE = 0.05  # training patches whose detail norm is under this share of 
 _WINDOW_SD = 0.25  # sd of the Gaussian weights of a patch's pixels in the average, in patch sides
 _CORE_MARGIN = 1  # patches touching the mask only on this outer rim are not coded (see pass_grids)
 _CODE_TOL = 1e-4  # relative decrease of a patch's objective that ends its coding (FISTA)
+# passes that code every patch; from then on, a patch is coded only while one of its missing pixels moved by at
+# least _SETTLED (times the sd of the known luminance) when last coded
+_SETTLE_PASSES = 2
+_SETTLED = 0.02
 _PASS_PIECES = 8  # a pass is cut into at least this many batches (small passes too: thin text), so every core codes
 _MIN_BATCH = 256  # ... of at least this many patches (below, the per-batch overhead shows)
 
@@ -202,15 +206,26 @@ def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
         raise ValueError("lum must be C-contiguous (refined in place)")
     sums_flat, weights_flat = sums.reshape(-1), weights.reshape(-1)
     n_total = sum(-(-len(r) // pass_batch(len(r), batch_size)) for r, _ in grids)
-    log.info("coding %d patches in %d passes", sum(len(r) for r, _ in grids), len(lams))
-    done = 0
+    ends = np.cumsum([-(-len(r) // pass_batch(len(r), batch_size)) for r, _ in grids])  # progress at each pass' end
+    # how far each missing pixel moved when last coded (known pixels: 0, never live)
+    moved = np.zeros((H, W), dtype=np.float32)
+    moved.reshape(-1)[idx] = np.inf
+    settled = _SETTLED * float(np.std(lum[~missing]))
+    done = n_coded = 0
     n_workers = default_num_threads()
     # one batch per core, each coded by one thread, BLAS included (no synchronisation per FISTA
     # iteration); the estimates are added in batch order, so the result does not depend on the timing
     with single_threaded_blas(), \
             ThreadPoolExecutor(n_workers, thread_name_prefix="restore-inpaint") as pool:
-        for lam, (r_pos, c_pos) in zip(lams, grids, strict=True):
+        for p_k, (lam, (r_pos, c_pos)) in enumerate(zip(lams, grids, strict=True)):
+            end = int(ends[p_k])
+            if p_k >= _SETTLE_PASSES:
+                # a patch whose missing pixels all moved less than the threshold when last coded has settled: the
+                # passes left would only shuffle it by the grid's shift
+                live = (gather(moved, r_pos, c_pos, patch_size) >= settled).any(axis=1)
+                r_pos, c_pos = r_pos[live], c_pos[live]
             size = pass_batch(len(r_pos), batch_size)
+            n_coded += len(r_pos)
 
             def code(b, r_pos=r_pos, c_pos=c_pos, lam=lam, size=size):
                 sl = slice(b * size, (b + 1) * size)
@@ -237,12 +252,21 @@ def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
                         di, dj = divmod(k, patch_size)
                         sums[r + di, c + dj] += rec[:, k]
                         weights[r + di, c + dj] += win[k] * w_fit
-                    done += 1
+                    done = min(done + 1, end)
                     if progress is not None:
                         progress(done, n_total)
             finally:
                 for f in pending:
                     f.cancel()
-            # every missing pixel lies in a coded patch: a grid of step <= patch size covers the image
-            lum_flat[idx] = sums_flat[idx] / weights_flat[idx]
+            # every missing pixel of a live patch is in a coded patch (a grid of step <= patch size covers the
+            # image); those of settled patches only keep their value
+            fill = weights_flat[idx] > 0
+            new = sums_flat[idx[fill]] / weights_flat[idx[fill]]
+            moved.reshape(-1)[idx[fill]] = np.abs(new - lum_flat[idx[fill]])
+            lum_flat[idx[fill]] = new
+            if done < end and progress is not None:  # the batches of the settled patches count as done
+                done = end
+                progress(done, n_total)
+    log.info("coded %d patches in %d passes (%d settled ones skipped)", n_coded, len(lams),
+             sum(len(r) for r, _ in grids) - n_coded)
     return lum
