@@ -53,6 +53,18 @@ def _generator(random_state: Any) -> np.random.Generator:
     return np.random.default_rng(random_state)
 
 
+def _known_mask(mask: ArrayLike, shape: tuple[int, int]) -> np.ndarray:
+    """``mask`` as booleans of the shape of X, refusing anything but True/False (or 1/0)."""
+    M = np.asarray(mask)
+    if M.dtype != bool:
+        values = np.unique(M) if M.dtype.kind in "biuf" else None
+        if values is None or not np.all(np.isin(values, (0, 1))):
+            more = " ..." if values is not None and len(values) > 5 else ""
+            shown = "a non-numeric array" if values is None else f"values {values[:5]}{more}"
+            raise ValueError(f"mask must be boolean (True where an entry is known) or 0/1, got {shown}")
+    return _as_mask(M, shape)
+
+
 class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Dictionary whose atoms are the nodes of a tree, learned online.
 
@@ -243,7 +255,7 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         X = validate_data(self, X, dtype=np.float64, reset=reset)
         M = None
         if mask is not None:
-            M = _as_mask(mask, X.shape)
+            M = _known_mask(mask, X.shape)
             if not M.any():
                 raise ValueError("mask marks every entry as missing: nothing to learn from")
             if M.all():
@@ -366,7 +378,7 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         """
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
-        M = None if mask is None else _as_mask(mask, X.shape)
+        M = None if mask is None else _known_mask(mask, X.shape)
         return _sparse_encode(X, self.components_, lam=check_number("lam", self.lam), penalty=self.penalty,
                               tree=self.tree_, mask=M, max_iter=check_int("max_code_iter", self.max_code_iter),
                               tol=check_number("tol", self.tol), positive=bool(self.positive_code),

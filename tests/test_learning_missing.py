@@ -132,8 +132,27 @@ def test_random_loss_leaves_no_complete_patch_and_still_adapts_the_dictionary():
     assert error(est) < 0.7 * error(default_dictionary())
 
 
-def test_inpaint_adapts_the_dictionary_to_random_loss():
+def test_inpaint_adapts_to_text_not_to_random_loss_and_counts_the_patches_it_would_draw():
     from restore.inpainting.dictionary import should_adapt
 
-    missing = np.random.default_rng(8).random((200, 200)) < 0.7
-    assert should_adapt(missing, 8)[0]
+    rng = np.random.default_rng(8)
+    random_loss = rng.random((200, 200)) < 0.7
+    adapt, n = should_adapt(random_loss, 8)
+    assert not adapt and n > 10000  # learn_dictionary could draw from 193**2 - a few patches
+    strokes = np.zeros((200, 200), bool)
+    strokes[::20, :] = True
+    strokes |= rng.random(strokes.shape) < 0.002  # inpaint's held-out pixels
+    adapt, n = should_adapt(strokes, 8)
+    assert adapt and n == 193 * 193
+
+
+@pytest.mark.parametrize("method", ["fit", "partial_fit", "transform"])
+def test_a_mask_that_is_not_true_and_false_is_refused_naming_it(method):
+    rng = np.random.default_rng(9)
+    X, _ = planted(rng, n=300)
+    est = TreeDictionaryLearning((4, 2), lam=0.1, random_state=0).fit(X)
+    weights = rng.random(X.shape)  # weights are no mask: astype(bool) would take all but exact zeros as known
+    for bad in (weights, np.where(weights < 0.5, np.nan, 1.0), 2 * (weights < 0.5)):
+        with pytest.raises(ValueError, match=r"mask must be boolean \(True where an entry is known\).*got"):
+            getattr(est, method)(X, mask=bad)
+    getattr(est, method)(X, mask=(weights < 0.5).astype(np.uint8))  # 0 and 1 are fine

@@ -14,15 +14,24 @@ from .._config import DEFAULT_BRANCHING, DEFAULT_CODE_LAM
 from .._progress import ProgressCallback
 from .._validation import check_image, check_int, check_mask
 from ..learning import TreeDictionaryLearning
-from .patches import _CONSTANT_RIDGE, _FLAT_NORM, _FLAT_SHARE, _PLANE_RIDGE, _plane_basis, gather, luminance, window_sums
+from .patches import (
+    _CONSTANT_RIDGE,
+    _FLAT_NORM,
+    _FLAT_SHARE,
+    _PLANE_RIDGE,
+    _plane_basis,
+    gather,
+    luminance,
+    window_sums,
+)
 
 __all__ = ["PATCH_SIZE", "default_dictionary", "learn_dictionary", "resolve_dictionary", "should_adapt"]
 
 #: Side of the patches of the shipped dictionary, and the default of every patch size.
 PATCH_SIZE = 8
 _DEFAULT_DICT = "dict_grey_8x8.npz"
-# training patches an image needs before inpaint adapts the dictionary to it: with fewer the generic
-# dictionary does better than learning from the few
+# complete patches an image needs before inpaint adapts the dictionary to it: with fewer (random pixel loss)
+# the generic dictionary does as well as learning from the partly known ones, for less time
 _MIN_COMPLETE = 2000
 # share of its pixels a patch must know to train the dictionary (its known pixels only, see learn_dictionary):
 # the plane removed from it takes 3 of them, and the rest must tell the atoms' detail apart
@@ -65,10 +74,12 @@ def learn_dictionary(
     """Learn a dictionary of image patches, as :func:`restore.inpaint` uses them.
 
     Draws random patches from the luminance of the images (the sum of
-    their channels over sqrt(C)) that know a quarter of their pixels or
-    more (pixels under ``masks`` are missing), centres each one on its
-    known pixels (plane fit) and scales it to unit norm (see
-    :func:`_centre_known`), skipping near-flat ones, and fits a
+    their channels over sqrt(C)), complete ones (no pixel under ``masks``)
+    first, then, if they are too few, ones that know a quarter of their
+    pixels or more (random pixel loss), centres each one on its
+    known pixels (plane fit) and scales it to unit norm (a partly known
+    one as its known pixels' share of a unit-norm patch), skipping
+    near-flat ones, and fits a
     :class:`TreeDictionaryLearning` with their known pixels as ``mask``:
     a partly known patch counts by its known pixels only (Mairal et al.,
     JMLR 2010), so that random pixel loss, which leaves no complete
@@ -80,7 +91,8 @@ def learn_dictionary(
         Images of shape (M, N), or (M, N, C) with ``channel_axis`` (any
         number of channels: the patches are taken from the luminance).
     masks : ndarray or list of ndarray, optional
-        True where pixels must not be used (one per image).
+        True where pixels must not be used (one per image): missing ones,
+        whose values are never read.
     patch_size : int
         Side of the square patches.
     branching : tuple of int, default (10, 3, 3)
@@ -177,13 +189,19 @@ def resolve_dictionary(dictionary: TreeDictionaryLearning | str | os.PathLike | 
 
 
 def should_adapt(missing: np.ndarray, patch_size: int) -> tuple[bool, int]:
-    """Whether an image with these missing pixels has enough patches to adapt a dictionary to; how many.
+    """Whether :func:`restore.inpaint` adapts the dictionary to an image with these missing pixels; from how many.
 
-    The patches counted are those :func:`learn_dictionary` may train on: a
-    quarter of their pixels known or more.
+    It adapts when the image has ``_MIN_COMPLETE`` complete patches (text,
+    scratches); the count returned is of the patches
+    :func:`learn_dictionary` may then draw (a quarter of their pixels known
+    or more). Under random pixel loss the shipped dictionary is kept:
+    learning from the partly known patches (which ``learn_dictionary``
+    does) does not pay for its time there, where the non-local prior makes
+    the result.
     """
+    n_complete = int(np.count_nonzero(window_sums(missing, patch_size) == 0))
     n_usable = int(np.count_nonzero(window_sums(missing, patch_size) <= patch_size**2 - _min_known(patch_size)))
-    return n_usable >= _MIN_COMPLETE, n_usable
+    return n_complete >= _MIN_COMPLETE, n_usable
 
 
 def _min_known(size: int) -> int:
@@ -195,14 +213,22 @@ def _training_patches(lum: np.ndarray, known: np.ndarray, size: int, n: int, rng
                       ) -> tuple[np.ndarray, np.ndarray]:
     """Up to ``n`` random patches with enough known pixels, centred on those: (patches, their known pixels).
 
-    Near-flat patches are skipped; missing pixels are 0 in the patches.
+    Complete patches first (they are coded faster and tell more); partly
+    known ones make up the number when complete ones are too few. Near-flat
+    patches are skipped; missing pixels are 0 in the patches.
     """
-    r_all, c_all = np.nonzero(window_sums(~known, size) <= size * size - _min_known(size))
-    if len(r_all) == 0:
+    n_missing = window_sums(~known, size)
+    rows, cols = [], []
+    for usable in (n_missing == 0, (n_missing > 0) & (n_missing <= size * size - _min_known(size))):
+        r_all, c_all = np.nonzero(usable)
+        pick = rng.choice(len(r_all), size=min(n - sum(map(len, rows)), len(r_all)), replace=False)
+        rows.append(r_all[pick])
+        cols.append(c_all[pick])
+    r, c = np.concatenate(rows), np.concatenate(cols)
+    if len(r) == 0:
         return np.zeros((0, size * size)), np.zeros((0, size * size), bool)
-    pick = rng.choice(len(r_all), size=min(n, len(r_all)), replace=False)
-    P = gather(lum, r_all[pick], c_all[pick], size).astype(np.float64)
-    W = gather(known, r_all[pick], c_all[pick], size)
+    P = gather(lum, r, c, size).astype(np.float64)
+    W = gather(known, r, c, size)
     Z, scale = _centre_known(P, W)
     keep = scale > _FLAT_SHARE * np.median(scale)
     return Z[keep], W[keep]
