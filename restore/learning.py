@@ -495,7 +495,7 @@ def _update_dict(D: np.ndarray, A: np.ndarray, B: np.ndarray, X: np.ndarray, gen
             u = (B[:, j] - D.T @ A[:, j]) / diag[j] + D[j]
             D[j] = u / max(np.linalg.norm(u), 1.0)
             continue
-        Aj = A[:, j][None, :] - A_missing[:, :, j]  # (n_features, n_atoms): column j of each entry's A_i
+        Aj = A[j][None, :] - A_missing[:, j, :]  # (n_features, n_atoms): row (= column) j of each entry's A_i
         # an entry never known where atom j is used has no curvature: its step is none
         c = np.maximum(Aj[:, j], _UNUSED)
         u = D[j] + (B[:, j] - np.einsum("li,il->i", D, Aj)) / c
@@ -507,9 +507,11 @@ def _weighted_ball(u: np.ndarray, c: np.ndarray) -> np.ndarray:
     """``argmin_{||d|| <= 1} sum_i c_i (d_i - u_i)**2`` for weights ``c > 0``.
 
     ``d_i = c_i u_i / (c_i + mu)`` with ``mu >= 0`` the root of
-    ``||d(mu)||**2 = 1`` (0 when ``||u|| <= 1``), found by Newton's method:
-    the function is convex and decreasing, so the iterates rise to the root
-    from 0 without overshooting it.
+    ``||d(mu)|| = 1`` (0 when ``||u|| <= 1``), found by Newton's method on
+    ``1 / ||d(mu)|| - 1``, as for the trust-region subproblem: that function
+    is concave and increasing, so the iterates rise to the root from 0
+    without overshooting it, and it is linear when the weights are equal
+    (one step).
     """
     if np.dot(u, u) <= 1.0:
         return u
@@ -517,9 +519,10 @@ def _weighted_ball(u: np.ndarray, c: np.ndarray) -> np.ndarray:
     mu = 0.0
     for _ in range(_BALL_ITER):
         s = c + mu
-        f = np.sum(cu2 / s**2) - 1.0
-        if f <= _BALL_TOL:
+        q = cu2 / (s * s)
+        norm2 = q.sum()
+        if norm2 <= 1.0 + _BALL_TOL:
             break
-        mu += f / (2.0 * np.sum(cu2 / s**3))
+        mu += (np.sqrt(norm2) - 1.0) * norm2 / np.dot(q, 1.0 / s)
     d = c * u / (c + mu)
-    return d / max(np.linalg.norm(d), 1.0)
+    return d / max(np.sqrt(np.dot(d, d)), 1.0)
