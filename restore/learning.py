@@ -138,8 +138,12 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
     ``d_j = u_j / max(||u_j||, 1)``. Atoms that are never used are replaced
     by random training signals. With a ``mask`` of known entries (random
     pixel loss leaves few complete patches), codes fit the known entries
-    only and the missing ones are filled with the current reconstruction
-    before the dictionary update. Each mini-batch is coded in pieces of
+    only, and each entry of an atom is fitted to the signals that know it
+    ([1]_, the missing-values extension): per entry ``i`` the statistics
+    are ``A_i = sum m_i a a^T`` and ``b_i = sum m_i x_i a``, the step is
+    taken entry by entry with curvature ``A_i[j, j]``, and the atom is
+    projected on the unit ball in that metric. The values at missing
+    entries are never read (they must be finite). Each mini-batch is coded in pieces of
     128 signals, one thread each (so ``batch_size // 128`` threads at most:
     2 at the default of 256, whatever ``RESTORE_NUM_THREADS``), with BLAS on one
     thread during ``fit`` and ``partial_fit``: the same data and
@@ -272,7 +276,8 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         y : None
             Ignored (scikit-learn convention).
         mask : array_like of bool, shape of X, optional
-            True where an entry is known.
+            True (or 1) where an entry is known, False (or 0) where it is
+            missing: the signal counts by its known entries only.
 
         Returns
         -------
@@ -297,7 +302,8 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         y : None
             Ignored.
         mask : array_like of bool, shape of X, optional
-            True where an entry is known.
+            True (or 1) where an entry is known, False (or 0) where it is
+            missing: the signal counts by its known entries only.
 
         Returns
         -------
@@ -369,7 +375,8 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         X : array_like, shape (n_samples, n_features)
             Signals.
         mask : array_like of bool, shape of X, optional
-            True where an entry is known; codes fit the known entries only.
+            True (or 1) where an entry is known; codes fit the known
+            entries only.
 
         Returns
         -------
