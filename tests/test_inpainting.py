@@ -130,6 +130,7 @@ def test_interpolant_in_bands_is_skimage_biharmonic(rng):
     # an image of more than one band of rows (2 MP each): holes across the bands' seams too
     from skimage.restoration import inpaint_biharmonic
 
+    from restore._progress import Steps
     from restore.inpainting.interpolation import bands, biharmonic_fill
 
     H, W = 1200, 2000
@@ -145,6 +146,19 @@ def test_interpolant_in_bands_is_skimage_biharmonic(rng):
     ours = biharmonic_fill(img, mask)
     np.testing.assert_array_equal(ours[~mask], img[~mask])
     assert masked_psnr(ours, ref, mask) > 35
+    # the bands on two threads: the same values, and Cancel stops them all
+    np.testing.assert_allclose(biharmonic_fill(img, mask, direct=True, n_threads=2)[mask],
+                               biharmonic_fill(img, mask, direct=True)[mask], atol=1e-12)
+    seen = []
+
+    def cancel(done, total):
+        seen.append(done)
+        if len(seen) > 2:
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        biharmonic_fill(img, mask, Steps(cancel, 100), direct=True, n_threads=2)
+    assert len(seen) == 3  # no report after the one that cancelled
 
 
 def test_refilling_only_the_regions_next_to_newly_known_pixels_is_the_whole_solve(photo):

@@ -243,7 +243,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     log.info("dictionary ready in %.2f s", time.perf_counter() - t0)
     # 2. the start: the biharmonic interpolant, 3. sharpened at edges by the diffusion
     t0 = time.perf_counter()
-    start = biharmonic_fill(work, run, steps, direct=not dense, clip=not dense)
+    start = biharmonic_fill(work, run, steps, direct=not dense, clip=not dense, n_threads=default_num_threads())
     del work  # from here on, the estimate's arrays only (the peak memory of 16 MP photos)
     interpolant = start[run]
     start, diffused = sharpen(start, run, default_num_threads(), steps.callback(n_cycles))
@@ -337,7 +337,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
         if np.array_equal((lo, hi), known_range(full, run)):
             redo = refill(run, M)
     values = biharmonic_fill(full, redo, steps, warm=True, rtol=_FINAL_CG_TOL, direct=not dense,
-                             clip=not dense)[M]
+                             clip=not dense, n_threads=default_num_threads())[M]
     values += change[in_m]
     return job.result(values.astype(job.image.dtype, copy=False))
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
 import numpy as np
 
-from .._progress import Steps
+from .._progress import Cancelled, Steps
 
 __all__ = ["bands", "biharmonic_fill", "known_range", "refill"]
 
@@ -24,11 +27,13 @@ _START_TRUNCATE = 3.0  # support of those Gaussians, in sd
 # gradients: regions of text, scratches and holes factor with little fill-in; one region of random loss spans the
 # band and would not.
 _DIRECT_MAX_REGION = 50_000
-_DIRECT_CHUNK = 40_000  # missing px per factorisation (whole regions): bounds its memory (~60 MB) and time (~0.2 s)
+# missing px per factorisation (whole regions): bounds its memory and time (a few ms); larger ones fill in more
+_DIRECT_CHUNK = 4_000
 
 
 def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = None, *,
-                    warm: bool = False, rtol: float = _CG_TOL, direct: bool = False, clip: bool = False) -> np.ndarray:
+                    warm: bool = False, rtol: float = _CG_TOL, direct: bool = False, clip: bool = False,
+                    n_threads: int = 1) -> np.ndarray:
     """The image (channels last) with its missing pixels set to the biharmonic interpolant of the known ones.
 
     The interpolant of :func:`skimage.restoration.inpaint_biharmonic` (up
@@ -46,35 +51,79 @@ def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = 
     conjugate gradients on thin masks); the others as above. ``clip``: the
     fill is clipped to each channel's range of known values, as
     scikit-image's (the exact interpolant of a large hole can carry the
-    slope at its rim far past every known value).
+    slope at its rim far past every known value). ``n_threads``: bands solved
+    at once, with ``direct`` only (thin masks: little memory per band).
     """
     H, W, n_ch = img.shape
     out = img.copy()
     lo, hi = known_range(img, missing) if clip else (None, None)
+    todo = []
     for r0, r1, a, b in bands(H, W):
-        m = missing[r0:r1]
-        if m.any():
-            sub = missing[a:b]
-            core = np.zeros(sub.shape, dtype=bool)
-            core[r0 - a:r1 - a] = True
-            # the band's missing pixels in row-major order, of which those of the core rows are m's
-            regions = _regions(sub) if direct else None
-            vals = _biharmonic_band(img[a:b], sub, steps, warm, rtol, regions)[core[sub]]
-            out[r0:r1][m] = np.clip(vals, lo, hi) if clip and np.all(lo <= hi) else vals
+        if missing[r0:r1].any():
+            todo.append((r0, r1, a, b))
         elif steps is not None:
             steps(n_ch)
+    shared = None if steps is None else _SharedSteps(steps)
+
+    def solve(r0: int, r1: int, a: int, b: int) -> None:
+        m, sub = missing[r0:r1], missing[a:b]
+        core = np.zeros(sub.shape, dtype=bool)
+        core[r0 - a:r1 - a] = True
+        # the band's missing pixels in row-major order, of which those of the core rows are m's
+        regions = _regions(sub) if direct else None
+        vals = _biharmonic_band(img[a:b], sub, shared, warm, rtol, regions)[core[sub]]
+        out[r0:r1][m] = np.clip(vals, lo, hi) if clip and np.all(lo <= hi) else vals
+
+    # bands on their own threads (the factorisations release the GIL) where their memory is small: thin masks
+    n_threads = min(n_threads, len(todo)) if direct else 1
+    if n_threads <= 1:
+        for band in todo:
+            solve(*band)
+        return out
+    with ThreadPoolExecutor(n_threads, thread_name_prefix="restore-biharmonic") as pool:
+        futures = [pool.submit(solve, *band) for band in todo]
+        wait(futures, return_when=FIRST_EXCEPTION)
+        for f in futures:
+            f.cancel()
+        wait(futures)  # the running ones stop at their next step once one failed (Cancel)
+        for f in futures:
+            f.result()
     return out
+
+
+class _SharedSteps:
+    """:class:`Steps` reported from several threads: one at a time, and none once one raised (Cancel)."""
+
+    def __init__(self, steps: Steps) -> None:
+        self.steps, self.lock, self.failed = steps, threading.Lock(), False
+
+    def __call__(self, n: int = 1) -> None:
+        self._report(lambda: self.steps(n))
+
+    def tick(self) -> None:
+        self._report(self.steps.tick)
+
+    def _report(self, report) -> None:
+        with self.lock:
+            if self.failed:
+                raise Cancelled
+            try:
+                report()
+            except BaseException:
+                self.failed = True
+                raise
 
 
 def known_range(img: np.ndarray, missing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The least and the largest known value of each channel of a channels-last image (inf, -inf: none known)."""
     H, W, n_ch = img.shape
     lo, hi = np.full(n_ch, np.inf), np.full(n_ch, -np.inf)
-    for r0, r1, _, _ in bands(H, W):  # band by band: no copy of the known pixels of 16 MP
-        k = ~missing[r0:r1]
-        if k.any():
-            v = img[r0:r1][k]
-            lo, hi = np.minimum(lo, v.min(axis=0)), np.maximum(hi, v.max(axis=0))
+    for r0, r1, _, _ in bands(H, W):  # band by band, channel by channel: the memory of 16 MP photos
+        m = missing[r0:r1]
+        for ch in range(n_ch):  # np.where, not a selection: ten times as fast
+            v = img[r0:r1, :, ch]
+            lo[ch] = min(lo[ch], float(np.where(m, np.inf, v).min()))
+            hi[ch] = max(hi[ch], float(np.where(m, -np.inf, v).max()))
     return lo, hi
 
 
@@ -210,7 +259,10 @@ def _biharmonic_band(img: np.ndarray, missing: np.ndarray, steps: Steps | None =
         values = np.empty((len(unknown), n_ch))
         for i0, i1 in _chunks(regions[order], _DIRECT_CHUNK):
             sel = order[i0:i1]
-            values[sel] = splu(A[sel][:, sel].tocsc(), permc_spec="MMD_AT_PLUS_A").solve(np.ascontiguousarray(rhs[sel]))
+            # A is symmetric positive definite: diagonal pivots (no search), an ordering of A's own graph
+            lu = splu(A[sel][:, sel].tocsc(), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                      options={"SymmetricMode": True})
+            values[sel] = lu.solve(np.ascontiguousarray(rhs[sel]))
             if steps is not None:
                 steps.tick()
         for _ in range(n_ch if steps is not None else 0):  # the same count as the iterative solve's
