@@ -199,8 +199,9 @@ def should_adapt(missing: np.ndarray, patch_size: int) -> tuple[bool, int]:
     does) does not pay for its time there, where the non-local prior makes
     the result.
     """
-    n_complete = int(np.count_nonzero(window_sums(missing, patch_size) == 0))
-    n_usable = int(np.count_nonzero(window_sums(missing, patch_size) <= patch_size**2 - _min_known(patch_size)))
+    n_missing = window_sums(missing, patch_size)
+    n_complete = int(np.count_nonzero(n_missing == 0))
+    n_usable = int(np.count_nonzero(n_missing <= patch_size**2 - _min_known(patch_size)))
     return n_complete >= _MIN_COMPLETE, n_usable
 
 
@@ -219,11 +220,15 @@ def _training_patches(lum: np.ndarray, known: np.ndarray, size: int, n: int, rng
     """
     n_missing = window_sums(~known, size)
     rows, cols = [], []
-    for usable in (n_missing == 0, (n_missing > 0) & (n_missing <= size * size - _min_known(size))):
-        r_all, c_all = np.nonzero(usable)
-        pick = rng.choice(len(r_all), size=min(n - sum(map(len, rows)), len(r_all)), replace=False)
+    for lo, hi in ((0, 0), (1, size * size - _min_known(size))):
+        n_left = n - sum(map(len, rows))
+        if n_left <= 0:  # the positions of the partly known patches are not even listed (16 MP: 256 MB)
+            break
+        r_all, c_all = np.nonzero((n_missing >= lo) & (n_missing <= hi))
+        pick = rng.choice(len(r_all), size=min(n_left, len(r_all)), replace=False)
         rows.append(r_all[pick])
         cols.append(c_all[pick])
+        del r_all, c_all
     r, c = np.concatenate(rows), np.concatenate(cols)
     if len(r) == 0:
         return np.zeros((0, size * size)), np.zeros((0, size * size), bool)
