@@ -81,13 +81,17 @@ _WINDOW0_3D = 7
 # elsewhere, so stage 2 runs with both patch sides, each only where some pixel wants it, and the two are blended per
 # pixel (NonlocalSettings.smooth_patch2). The weight of the larger patches is a smooth step of the local RMS
 # gradient G of stage 1's estimate (per pixel, in sigmas): 1 for G <= _SMOOTH_FULL, 0 for G >= _SMOOTH_NONE.
-_SMOOTH_PATCH2 = 12  # pixels: stage 2's larger patch side (``patch2``, 8, elsewhere)
-_SMOOTH_STRIDE = 6  # pixels: its references' step (a larger patch needs fewer references for the same cover)
-_SMOOTH_FULL = 0.25  # RMS gradient / sigma: at or below it only the larger patches (flat at their scale)
-_SMOOTH_NONE = 0.35  # RMS gradient / sigma: at or above it only the default ones (edges and texture)
-# pixels: half side of the square over which the squared gradient is averaged: wide enough that noise left in
-# stage 1's estimate does not flip the choice pixel by pixel, within stage 2's own reach (its window's half side)
-# so that the blend adds nothing to the reach of the default settings.
+# pixels: stage 2's larger patch side (``patch2``, 8, elsewhere): on benchmarks/bench_nonlocal.py 12 averaged smooth
+# photos a little better for a sixth more time per pass (transforms grow as the cube of the side), 10 lost more
+_SMOOTH_PATCH2 = 11
+# pixels: its references' step, about half the patch (as 3 for 8): fewer references for the same cover; a multiple of
+# 3 keeps the grid that blocks start on (nonlocal_grid) at lcm(3, 4, 6) = 12, as without the larger patches
+_SMOOTH_STRIDE = 6
+# RMS gradient / sigma: at or below _SMOOTH_FULL only the larger patches (flat at their scale), at or above
+# _SMOOTH_NONE only the default ones (edges and texture); chosen on benchmarks/bench_nonlocal.py: a wider band runs
+# both passes on more pixels for no gain; bands placed between 0.1 and 0.55 gave means within 0.01 dB of each other
+_SMOOTH_FULL = 0.25
+_SMOOTH_NONE = 0.35
 _SMOOTH_RADIUS = 8
 
 # Chunks in flight on the pool per thread: enough to keep threads busy, few enough that finished chunks' buffers
@@ -120,7 +124,7 @@ class NonlocalSettings:
         0.35 sigma, over 17 x 17 pixels; alone under 0.25 sigma), whose
         flat surfaces larger patches average better while they blur edges;
         each side runs only on the references near a pixel that wants it,
-        and not at all when none does. 0: never. Default 12 in 2-D when
+        and not at all when none does. 0: never. Default 11 in 2-D when
         none of ``patch2``, ``stride`` and ``features2`` is given (stage 2
         as given then), else 0.
     stride, stride1 : int, optional

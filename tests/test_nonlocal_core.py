@@ -293,8 +293,8 @@ def _partly_smooth_plane(seed: int, shape=(96, 192), detail_from=120):
 
 
 def test_smooth_regions_get_larger_wiener_patches_and_detailed_ones_keep_theirs():
-    # 8-pixel Wiener patches left noise on a surface flat at their scale that 12-pixel ones average away (BM3D's lead
-    # on smooth photographs at high noise), while 12-pixel ones blur edges: each where it is better, in one plane
+    # 8-pixel Wiener patches left noise on a surface flat at their scale that 11-pixel ones average away (BM3D's lead
+    # on smooth photographs at high noise), while 11-pixel ones blur edges: each where it is better, in one plane
     import restore
 
     eight = NonlocalSettings(patch2=8, stride=3)  # stage 2 as it was for every pixel
