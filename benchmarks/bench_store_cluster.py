@@ -69,8 +69,7 @@ def main() -> None:
     import distributed
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    # the workers import this script's helpers and bench_first_call's
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")])
+
     print(f"--scheduler on a LocalCluster of 2 single-threaded worker processes, {args.planes}x{PLANE}x{PLANE} "
           f"float32\n")
     print(f"{'run':<36} {'wall s':>8} {'kernels compiled':>17} {'compile CPU s':>14} {'load after':>16}")
@@ -85,10 +84,17 @@ def main() -> None:
                 if cluster is not None:
                     client.close()
                     cluster.close()
-                os.environ["NUMBA_CACHE_DIR"] = str(cache)  # the workers' (spawned now), not the command's
-                cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                                   dashboard_address=None)
-                del os.environ["NUMBA_CACHE_DIR"]
+                # the workers' environment (spawned now), not the command's: an empty cache, and this script's
+                # helpers and bench_first_call's to import
+                saved = dict(os.environ)
+                os.environ["NUMBA_CACHE_DIR"] = str(cache)
+                os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "benchmarks")])
+                try:
+                    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                                       dashboard_address=":0")
+                finally:
+                    os.environ.clear()
+                    os.environ.update(saved)
                 client = distributed.Client(cluster)
                 client.run(_listen)
             t0 = time.perf_counter()

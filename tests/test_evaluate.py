@@ -109,7 +109,7 @@ def test_local_processes_match_serial(image_dir, tmp_path):
 def test_dask_local_cluster_on_loopback(image_dir, tmp_path):
     distributed = pytest.importorskip("dask.distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, host="127.0.0.1",
-                                  protocol="tcp", dashboard_address=None) as cluster:
+                                  protocol="tcp", dashboard_address=":0") as cluster:
         rows = evaluate_denoising(image_dir, tmp_path / "d", scheduler=cluster.scheduler_address, **SMALL)
     serial = evaluate_denoising(image_dir, tmp_path / "s", **SMALL)
     key = lambda r: (r["image"], r["method"], r["lam_mode"], r["draw"])  # noqa: E731

@@ -43,7 +43,7 @@ def _wait_for_chunks(proc, folder, deadline=120):
 
 
 def _cluster(**kw):
-    return distributed.LocalCluster(processes=True, dashboard_address=None, **kw)
+    return distributed.LocalCluster(processes=True, dashboard_address=":0", **kw)
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

@@ -98,7 +98,7 @@ def test_an_s3_store_on_a_cluster_without_a_shared_folder(noisy, tmp_path, monke
         _write("s3://data/in.zarr", noisy)
         (tmp_path / "elsewhere").mkdir()
         monkeypatch.chdir(tmp_path / "elsewhere")
-        with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as c:
+        with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=":0") as c:
             res = subprocess.run([sys.executable, "-m", "restore.cli", "denoise", "s3://data/in.zarr",
                                   "s3://data/out.zarr", *ARGS, "--scheduler", c.scheduler_address],
                                  capture_output=True, text=True, timeout=300,

@@ -540,7 +540,7 @@ def test_the_same_work_on_a_dask_cluster(noisy16, tmp_path):
     src = _zarr(tmp_path / "in.zarr", noisy16, (8, 32, 32))
     local = tmp_path / "local.zarr"
     assert main(["denoise", str(src), str(local), "--volume", "--sigma", "5000", "--lam", "3000", "--quiet"]) == 0
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as c:
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as c:
         dst = tmp_path / "cluster.zarr"
         assert main(["denoise", str(src), str(dst), "--volume", "--sigma", "5000", "--lam", "3000",
                      "--scheduler", c.scheduler_address]) == 0
@@ -579,7 +579,7 @@ def test_relative_paths_reach_the_workers_of_a_cluster(noisy16, tmp_path):
     distributed = pytest.importorskip("distributed")
     (tmp_path / "here").mkdir()
     _zarr(tmp_path / "here" / "in.zarr", noisy16, (8, 32, 32))
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
         res = _run("denoise", "in.zarr", "out.zarr", "--volume", "--sigma", "5000", "--lam", "3000", "--quiet",
                    "--scheduler", c.scheduler_address, cwd=tmp_path / "here")
     assert res.returncode == 0, res.stderr
