@@ -219,13 +219,15 @@ def _training_patches(lum: np.ndarray, known: np.ndarray, size: int, n: int, rng
     patches are skipped; missing pixels are 0 in the patches.
     """
     n_missing = window_sums(~known, size)
+    usable = [n_missing == 0]
+    # the partly known patches only when complete ones are too few: listing their positions costs 16 bytes a pixel
+    if np.count_nonzero(usable[0]) < n:
+        usable.append((n_missing > 0) & (n_missing <= size * size - _min_known(size)))
+    del n_missing  # 8 bytes a pixel, not kept while the positions are listed
     rows, cols = [], []
-    for lo, hi in ((0, 0), (1, size * size - _min_known(size))):
-        n_left = n - sum(map(len, rows))
-        if n_left <= 0:  # the positions of the partly known patches are not even listed (16 MP: 256 MB)
-            break
-        r_all, c_all = np.nonzero((n_missing >= lo) & (n_missing <= hi))
-        pick = rng.choice(len(r_all), size=min(n_left, len(r_all)), replace=False)
+    for where in usable:
+        r_all, c_all = np.nonzero(where)
+        pick = rng.choice(len(r_all), size=min(n - sum(map(len, rows)), len(r_all)), replace=False)
         rows.append(r_all[pick])
         cols.append(c_all[pick])
         del r_all, c_all
