@@ -337,6 +337,8 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
 
     def _step(self, X: np.ndarray, M: np.ndarray | None) -> None:
         D = self.components_
+        if not hasattr(self, "_A_missing"):  # unpickled from a version without the missing entries' statistics
+            self._A_missing = None
         # single-precision products (the statistics are stochastic anyway)
         codes, _ = _sparse_encode(X, D, lam=float(self.lam), penalty=self.penalty, tree=self.tree_, mask=M,
                                   max_iter=int(self.max_code_iter), tol=float(self.tol),
@@ -433,7 +435,7 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         params = {k: v for k, v in self.get_params().items() if k not in ("random_state", "progress", "dict_init")}
         params["branching"] = list(params["branching"])
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-            missing = {} if self._A_missing is None else {"A_missing": self._A_missing}
+            missing = {} if getattr(self, "_A_missing", None) is None else {"A_missing": self._A_missing}
             np.savez_compressed(fh, components=self.components_, A=self._A, B=self._B, n_iter=self.n_iter_, **missing,
                                 params=json.dumps(params), parents=self.tree_.parents if self.tree_ is not None
                                 else np.zeros(0, np.int64))
