@@ -281,6 +281,20 @@ def test_dask_blocks_of_a_partly_smooth_plane_agree_with_memory():
     np.testing.assert_allclose(blocks, whole, rtol=0, atol=1e-12)
 
 
+def test_dask_blocks_of_a_partly_smooth_colour_image_agree_with_memory():
+    # colour: the luminance's smoothness weighs the patch sides of every channel, in each block as in the whole
+    import dask.array as da
+
+    import restore
+
+    x, _ = _partly_smooth_plane(6, shape=(64, 720), detail_from=560)
+    x = np.clip(x[..., None] * np.array([1.0, 0.8, 0.6]) + np.array([0.0, 0.1, 0.2]), 0, 1)
+    y = x + 0.1 * np.random.default_rng(7).standard_normal(x.shape)
+    whole = restore.denoise_nonlocal_tree(y, sigma=0.1, channel_axis=-1)
+    blocks = restore.denoise_nonlocal_tree(da.from_array(y, chunks=(64, 180, 3)), sigma=0.1, channel_axis=-1)
+    np.testing.assert_allclose(blocks.compute(), whole, rtol=0, atol=1e-12)
+
+
 def _partly_smooth_plane(seed: int, shape=(96, 192), detail_from=120):
     """A surface smooth at the noise's scale (sigma 0.2) with stripes (edges everywhere) from column detail_from."""
     from scipy import ndimage as ndi
