@@ -123,8 +123,11 @@ def denoise_nonlocal_tree(
     (:func:`restore.prox` on :func:`restore._nonlocal.group_tree`), and the
     patches are put back with weights. A second stage matches on that
     estimate and applies the empirical Wiener filter its groups give (in a
-    DCT; groups of 16 cubes of 5 x 5 x 5 in 3-D). The best picture of the
-    library, at a few times the cost of :func:`denoise_wavelet_tree`.
+    DCT; groups of 16 cubes of 5 x 5 x 5 in 3-D; in 2-D, patches of 8 x 8
+    and, where that estimate is smooth at the noise's scale, of 11 x 11,
+    which average flat surfaces better, blended pixel by pixel). The best
+    picture of the library, at a few times the cost of
+    :func:`denoise_wavelet_tree`.
 
     Parameters
     ----------
