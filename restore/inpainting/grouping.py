@@ -116,42 +116,91 @@ def n_group_steps(plan: list[np.ndarray], height: int, s: GroupSettings) -> int:
 
 def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: list[np.ndarray], *,
                  pool: ThreadPoolExecutor, n_threads: int, progress: Callable[[], None] | None = None,
-                 after_pass: Callable[[int], bool] | None = None) -> np.ndarray:
+                 after_pass: Callable[[int], bool] | None = None, pilot: np.ndarray | None = None,
+                 promising: Callable[[], bool] | None = None) -> np.ndarray:
     """Refine the missing pixels of ``U`` (C, H, W, float64, C-contiguous) in place; returns it.
 
     Patches are matched on channel 0 (the luminance); every channel is
     coded on the same groups. See the module's docstring. ``progress()``
-    after each chunk (it may raise to stop); ``after_pass(k)`` after pass
-    ``k`` (from 0): False skips the passes left.
+    after each chunk (it may raise to stop), ``n_group_steps(plan)`` times
+    in all; ``after_pass(k)`` after pass ``k`` (from 0): False skips the
+    passes left. ``pilot`` (a mask of some missing pixels) and
+    ``promising()``: the first pass codes the references that touch the
+    pilot pixels first, and ``promising()`` then reads ``U`` as that part
+    of the pass leaves it; False skips every pass (``U`` unchanged), True
+    codes the other references and ends the pass as without a pilot.
     """
     lams = np.geomspace(s.lams[0], s.lams[1], len(plan)) if len(plan) > 1 else np.array([s.lams[1]])
-    pass_ = _Pass(U, missing, s, pool, n_threads, progress if progress is not None else (lambda: None))
+    budget = _Budget(progress)
+    pass_ = _Pass(U, missing, s, pool, n_threads, budget)
     idx = np.flatnonzero(missing)
-    tick = progress if progress is not None else (lambda: None)
     # how far each missing pixel moved in the last pass that coded it (known pixels: 0)
     moved = np.zeros(missing.shape, dtype=np.float32)
     moved.reshape(-1)[idx] = np.inf
     settled = _SETTLED * float(np.std(U[0][~missing])) if (~missing).any() else 0.0
     H = missing.shape[0]
-    for k, (lam, refs) in enumerate(zip(lams, plan, strict=True)):
-        if k >= _SETTLE_PASSES:
-            # references whose missing pixels all moved less than the threshold last time have settled
-            live = (gather(moved, refs[:, 0], refs[:, 1], s.patch) >= settled).any(axis=1)
-            for _ in range(n_group_steps([refs], H, s) - n_group_steps([refs[live]], H, s)):
-                tick()  # the settled references' steps count as done
-            refs = refs[live]
-        num, den = pass_.run(refs, float(lam))
+
+    def update(num: np.ndarray, den: np.ndarray, track: bool) -> None:
         dflat = den.reshape(-1)[idx].astype(np.float64)
         ok = dflat > 0
         for ch in range(U.shape[0]):
             u = U[ch].reshape(-1)
             new = (num[ch].reshape(-1)[idx[ok]] / dflat[ok] + s.keep * u[idx[ok]]) / (1.0 + s.keep)
-            if ch == 0:
+            if ch == 0 and track:
                 moved.reshape(-1)[idx[ok]] = np.abs(new - u[idx[ok]])
             u[idx[ok]] = new
+
+    for k, (lam, refs) in enumerate(zip(lams, plan, strict=True)):
+        budget.start(n_group_steps([refs], H, s))
+        if k >= _SETTLE_PASSES:
+            # references whose missing pixels all moved less than the threshold last time have settled
+            refs = refs[(gather(moved, refs[:, 0], refs[:, 1], s.patch) >= settled).any(axis=1)]
+        if k == 0 and pilot is not None and promising is not None:
+            first = gather(pilot, refs[:, 0], refs[:, 1], s.patch).any(axis=1)
+            num, den = pass_.run(refs[first], float(lam))
+            kept = U[:, missing]
+            update(num, den, False)
+            if not promising():
+                U[:, missing] = kept
+                budget.finish()
+                budget.start(n_group_steps(plan[1:], H, s))
+                budget.finish()
+                break
+            U[:, missing] = kept
+            num_b, den_b = pass_.run(refs[~first], float(lam))
+            num += num_b
+            den += den_b
+            del num_b, den_b, kept
+        else:
+            num, den = pass_.run(refs, float(lam))
+        update(num, den, True)
+        budget.finish()
         if after_pass is not None and not after_pass(k):
             break
     return U
+
+
+class _Budget:
+    """``progress()`` at most ``n`` times per pass (:meth:`start`), and the count left at its end (:meth:`finish`)."""
+
+    def __init__(self, progress: Callable[[], None] | None) -> None:
+        self.progress, self.left = progress, 0
+
+    def __call__(self) -> None:
+        if self.progress is None:
+            return
+        if self.left > 0:
+            self.left -= 1
+            self.progress()
+        elif hasattr(self.progress, "tick"):  # a step beyond the count (a pilot's strip): a chance to cancel
+            self.progress.tick()
+
+    def start(self, n: int) -> None:
+        self.left = n
+
+    def finish(self) -> None:
+        while self.left > 0:
+            self()
 
 
 class _Pass:

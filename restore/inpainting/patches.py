@@ -183,7 +183,7 @@ def pass_batch(n: int, batch_size: int) -> int:
 
 def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
                      grids: list[tuple[np.ndarray, np.ndarray]], lams: np.ndarray, batch_size: int, coder: Coder,
-                     progress: ProgressCallback | None = None) -> np.ndarray:
+                     progress: ProgressCallback | None = None, settle: bool = True) -> np.ndarray:
     """Refine ``lum`` at the ``missing`` pixels in passes of patch coding, in place; returns it.
 
     Pass k takes the patches at the corners ``grids[k]`` (see
@@ -192,7 +192,10 @@ def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
     missing pixels by the average of the reconstructions (Gaussian weights,
     larger at the patch centre, and by how well each reconstruction fits
     its patch's known pixels, see :func:`_fit_weights`). Known pixels are
-    left alone.
+    left alone. With ``settle``, from pass ``_SETTLE_PASSES`` on a patch is
+    coded only while one of its missing pixels moved by ``_SETTLED`` times
+    the sd of the known luminance or more when last coded (thin strokes
+    settle in a few passes; the others keep their value).
     """
     D = coder.atoms
     H, W = lum.shape
@@ -219,7 +222,7 @@ def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
             ThreadPoolExecutor(n_workers, thread_name_prefix="restore-inpaint") as pool:
         for p_k, (lam, (r_pos, c_pos)) in enumerate(zip(lams, grids, strict=True)):
             end = int(ends[p_k])
-            if p_k >= _SETTLE_PASSES:
+            if settle and p_k >= _SETTLE_PASSES:
                 # a patch whose missing pixels all moved less than the threshold when last coded has settled: the
                 # passes left would only shuffle it by the grid's shift
                 live = (gather(moved, r_pos, c_pos, patch_size) >= settled).any(axis=1)
