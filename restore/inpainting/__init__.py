@@ -23,7 +23,7 @@ from .._progress import ProgressCallback, Steps
 from .._validation import check_callable, check_image, check_int, check_mask, check_number, restore_dtype
 from ..learning import TreeDictionaryLearning
 from .dictionary import _LEARN_BATCH, PATCH_SIZE, default_dictionary, learn_dictionary, resolve_dictionary, should_adapt
-from .diffusion import edge_weights, fed_cycle, sharpen
+from .diffusion import diffusion_time, edge_weights, fed_cycle, sharpen
 from .grouping import GroupSettings, group_passes, n_group_steps, plan_references
 from .interpolation import bands, biharmonic_fill, known_range, refill
 from .masks import MaskCoverage, SuspectMaskWarning, mask_coverage
@@ -229,7 +229,8 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     # one progress count over the stages, each step of each under about a second on 16 MP
     n_learn = -(-min(job.n_train, n_complete) // _LEARN_BATCH) if adapt else 0
     n_bands = len(bands(*M.shape))
-    n_cycles = len(fed_cycle()[1])
+    eed_time = diffusion_time(run, clustered)
+    n_cycles = len(fed_cycle(eed_time)[1])
     n_batches = sum(-(-len(r) // pass_batch(len(r), job.batch_size)) for r, _ in grids)
     plan = plan_references(run, job.groups, gen)
     n_groups = n_group_steps(plan, M.shape[0], job.groups)
@@ -253,7 +254,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     start = biharmonic_fill(work, run, steps, direct=not dense, clip=not dense, n_threads=default_num_threads())
     del work  # from here on, the estimate's arrays only (the peak memory of 16 MP photos)
     interpolant = start[run]
-    start, diffused = sharpen(start, run, default_num_threads(), steps.callback(n_cycles))
+    start, diffused = sharpen(start, run, default_num_threads(), steps.callback(n_cycles), time=eed_time)
     t_start = time.perf_counter() - t0
     # 4. where the result leans on the diffusion alone (straight edges)
     lum = luminance(start)  # the dictionary codes the luminance; colour differences, smooth, keep the start's

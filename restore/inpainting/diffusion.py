@@ -16,12 +16,15 @@ from .. import _core_diffusion
 from .._progress import ProgressCallback, Steps
 from .interpolation import _BAND_PX, bands
 
-__all__ = ["edge_weights", "fed_cycle", "sharpen"]
+__all__ = ["diffusion_time", "edge_weights", "fed_cycle", "sharpen"]
 
 _EED_CONTRAST = 0.05  # contrast of the diffusivity, relative to the range of the known values
 _EED_SIGMA = 1.0  # sd of the Gaussian smoothing before the structure tensor, in pixels
 _EED_TRUNCATE = 2.0  # support of the Gaussian, in sd
 _EED_TIME = 50.0  # diffusion time: it reaches about sqrt(2 * 50) = 10 pixels, the width of thick strokes
+# on strokes, the time is the square of their half-width (px) within these bounds: a thinner stroke is crossed sooner
+# (text1 masks: time 12 to 50 changed the masked PSNR by under 0.01 dB on average, at a quarter of the cycles)
+_EED_TIME_MIN = 12.0
 _EED_CYCLE = 7  # explicit steps of a fast explicit diffusion cycle; the tensor is updated once per cycle
 # weight of the diffused image in the start; the interpolant has the rest: the diffusion restores edges
 # and flattens textures, the interpolant keeps some texture
@@ -32,8 +35,8 @@ _EDGE_RHO = 2.0  # sd of the Gaussian window of the structure tensor, px
 _EDGE_COHERENCE = (0.8, 1.1)  # the passes' result has weight 1 up to coherence 0.8, falling to 1/3 at 1
 
 
-def fed_cycle() -> tuple[np.ndarray, range]:
-    """Step sizes of one cycle of fast explicit diffusion, and the range of the cycles.
+def fed_cycle(time: float = _EED_TIME) -> tuple[np.ndarray, range]:
+    """Step sizes of one cycle of fast explicit diffusion, and the range of the cycles reaching ``time``.
 
     Grewenig, Weickert and Bruhn (2010): steps of varying size, stable over
     a cycle, which reach the diffusion time ``_EED_TIME`` in 77 steps where
@@ -41,17 +44,33 @@ def fed_cycle() -> tuple[np.ndarray, range]:
     """
     n = _EED_CYCLE
     taus = 0.25 / (2 * np.cos(np.pi * (2 * np.arange(n) + 1) / (4 * n + 2)) ** 2)
-    return taus, range(max(1, int(round(_EED_TIME / taus.sum()))))
+    return taus, range(max(1, int(round(time / taus.sum()))))
+
+
+def diffusion_time(missing: np.ndarray, strokes: bool) -> float:
+    """The diffusion time for this mask: on ``strokes`` (a clustered mask) the square of their half-width.
+
+    The half-width is the missing pixels over those with a known
+    4-neighbour (``w / 2`` for strokes of width ``w``), the time within
+    ``[_EED_TIME_MIN, _EED_TIME]``. Under random loss ``_EED_TIME``: the
+    diffusion restores edges across many small holes, not across one.
+    """
+    if not strokes:
+        return _EED_TIME
+    m = np.pad(missing, 1)
+    rim = missing & ~(m[:-2, 1:-1] & m[2:, 1:-1] & m[1:-1, :-2] & m[1:-1, 2:])
+    half = float(np.count_nonzero(missing)) / max(int(np.count_nonzero(rim)), 1)
+    return float(np.clip(half * half, _EED_TIME_MIN, _EED_TIME))
 
 
 def sharpen(img: np.ndarray, missing: np.ndarray, n_threads: int, progress: ProgressCallback | None = None, *,
-            share: float = _EED_SHARE) -> tuple[np.ndarray, np.ndarray]:
+            share: float = _EED_SHARE, time: float = _EED_TIME) -> tuple[np.ndarray, np.ndarray]:
     """Sharpen the interpolant ``img`` (channels last) at the missing pixels, in place.
 
     Returns ``img`` and the diffused values before the blend at the
     missing pixels (n_missing, C), in ``img``'s dtype.
 
-    Edge-enhancing diffusion to time ``_EED_TIME`` (see
+    Edge-enhancing diffusion to ``time`` (see
     :mod:`restore._core_diffusion`; known pixels fixed, one structure
     tensor for all channels, updated once per cycle of ``_EED_CYCLE``
     steps), then the blend ``share * diffused + (1 - share) * interpolant``.
@@ -79,7 +98,7 @@ def sharpen(img: np.ndarray, missing: np.ndarray, n_threads: int, progress: Prog
     H, W, n_ch = img.shape
     a, b, c = (np.zeros((H, W), dtype=np.float32) for _ in range(3))
     start = img[rows, cols].astype(np.float64)
-    taus, cycles = fed_cycle()
+    taus, cycles = fed_cycle(time)
     step = np.empty((len(rows), n_ch))
 
     def chunks(n):
