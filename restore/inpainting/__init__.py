@@ -215,9 +215,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     work /= job.unit  # known values of magnitude 1 to 2; missing ones unread (in place: 16 MP photos)
     # the non-local passes' lam is in units of the known pixels' peak (the work units' power of two is not
     # continuous in the scale), the held-out ones included: they may hold the only non-zero values
-    known = ~M[..., None]
-    peak = max(float(np.max(job.image, where=known, initial=0.0)),
-               -float(np.min(job.image, where=known, initial=0.0))) / float(job.unit)
+    peak = job.peak / float(job.unit)
     grids = pass_grids(run, job.patch_size, job.stride, len(job.lams), gen)
     # strokes and holes: their patches settle in a few passes, and are not coded again (under random loss every
     # patch keeps moving with the estimate around it)
@@ -397,6 +395,7 @@ class _Job:
     groups: GroupSettings
     prior: bool  # the iterated non-local prior ends the recipe
     blank: bool  # every known pixel is 0
+    peak: float  # the largest magnitude of a known pixel
 
     @classmethod
     def check(cls, image: ArrayLike, mask: ArrayLike, *, dictionary, patch_size, stride, n_passes, lam, channel_axis,
@@ -426,16 +425,17 @@ class _Job:
             warnings.warn(SuspectMaskWarning(f"the mask {coverage.describe()}: those pixels are filled smoothly from "
                                              "far away. Is it inverted? True (non-zero in a file) marks the pixels "
                                              "to fill.", coverage), stacklevel=3)
-        if not np.isfinite(img[~M]).all():
+        lo, hi = known_range(img, M)  # NaN or inf at a known pixel: not finite
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
             raise ValueError("image contains NaN or infinite values at known pixels")
         # work in units where the known pixels reach magnitude 1 to 2: a power of two, so that the result does
         # not depend on the image's units and no intermediate overflows or underflows
-        peak = float(np.max(np.abs(img[~M]))) if (~M).any() else 0.0
+        peak = max(float(np.max(hi)), -float(np.min(lo)), 0.0)
         unit = img.dtype.type(2.0 ** np.ceil(np.log2(peak)) if peak > 0 else 1.0)
         return cls(image, img, axis, M, unit, est, patch_size, stride, lams, check_int("n_train", n_train, min=0),
                    check_int("batch_size", batch_size), check_int("max_iter", max_iter),
                    GroupSettings(n_passes=check_int("n_group_passes", n_group_passes, min=0)),
-                   wants_prior(M) if prior is None else bool(prior), peak == 0.0)
+                   wants_prior(M) if prior is None else bool(prior), peak == 0.0, peak)
 
     def result(self, values: np.ndarray | None) -> np.ndarray:
         """The image in the input's layout and result dtype, the missing pixels set to ``values`` (work units)."""

@@ -86,9 +86,14 @@ class GroupSettings:
     keep: float = 0.5
 
 
-def _references(missing: np.ndarray, s: GroupSettings, gen: np.random.Generator) -> np.ndarray:
-    """Origins (n, 2) of the reference patches of a pass: a randomly shifted grid of step ``stride``, touching."""
-    touching = window_sums(missing, s.patch) > 0
+def _references(missing: np.ndarray, s: GroupSettings, gen: np.random.Generator,
+                touching: np.ndarray | None = None) -> np.ndarray:
+    """Origins (n, 2) of the reference patches of a pass: a randomly shifted grid of step ``stride``, touching.
+
+    ``touching``: which patches touch the mask, when the caller has it.
+    """
+    if touching is None:
+        touching = window_sums(missing, s.patch) > 0
     rows, cols = patch_positions(missing.shape, s.patch, s.stride, tuple(gen.integers(0, s.stride, 2)))
     rr, cc = np.nonzero(touching[np.ix_(rows, cols)])
     return np.stack([rows[rr], cols[cc]], axis=1).astype(np.int64)
@@ -96,7 +101,8 @@ def _references(missing: np.ndarray, s: GroupSettings, gen: np.random.Generator)
 
 def plan_references(missing: np.ndarray, s: GroupSettings, gen: np.random.Generator) -> list[np.ndarray]:
     """The reference origins of every pass (see :func:`_references`), drawn up front so that steps are counted."""
-    return [_references(missing, s, gen) for _ in range(s.n_passes)]
+    touching = window_sums(missing, s.patch) > 0 if s.n_passes else None  # once: 16 MP
+    return [_references(missing, s, gen, touching) for _ in range(s.n_passes)]
 
 
 def _strips(refs: np.ndarray, n0: int) -> Iterator[tuple[int, int, np.ndarray]]:

@@ -199,7 +199,8 @@ def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
     """
     D = coder.atoms
     H, W = lum.shape
-    floor = max(_FIT_FLOOR * float(np.var(lum[~missing])), _FIT_FLOOR_MIN)
+    var = float(np.var(lum[~missing]))
+    floor = max(_FIT_FLOOR * var, _FIT_FLOOR_MIN)
     win = _aggregation_window(patch_size).ravel()
     sums = np.zeros((H, W), dtype=np.float32)  # zero between passes: each pass clears the pixels it touched
     weights = np.zeros((H, W), dtype=np.float32)
@@ -213,7 +214,7 @@ def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
     ends = np.cumsum([-(-len(r) // pass_batch(len(r), batch_size)) for r, _ in grids])  # progress at each pass' end
     # how far each missing pixel moved when last coded (known pixels: 0, never live)
     moved = np.where(missing, np.float32(np.inf), np.float32(0.0))
-    settled = _SETTLED * float(np.std(lum[~missing]))
+    settled = _SETTLED * np.sqrt(var)
     done = n_coded = 0
     n_workers = default_num_threads()
     # one batch per core, each coded by one thread, BLAS included (no synchronisation per FISTA
