@@ -27,7 +27,7 @@ from .diffusion import diffusion_time, edge_weights, fed_cycle, sharpen
 from .grouping import GroupSettings, group_passes, n_group_steps, plan_references
 from .interpolation import bands, biharmonic_fill, known_range, refill
 from .masks import MaskCoverage, SuspectMaskWarning, mask_coverage
-from .patches import Coder, luminance, pass_batch, pass_grids, refine_luminance
+from .patches import Coder, luminance, pass_batch, pass_grids, refine_luminance, window_sums
 from .prior import iterate_prior, prior_side, prior_steps, wants_prior
 from .validation import _CLUSTERED, Blend, best_blend, clustering, holdout
 
@@ -216,7 +216,8 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     # the non-local passes' lam is in units of the known pixels' peak (the work units' power of two is not
     # continuous in the scale), the held-out ones included: they may hold the only non-zero values
     peak = job.peak / float(job.unit)
-    grids = pass_grids(run, job.patch_size, job.stride, len(job.lams), gen)
+    touching = window_sums(run, job.patch_size) > 0  # which patches touch the run's mask: the passes' and the groups'
+    grids = pass_grids(run, job.patch_size, job.stride, len(job.lams), gen, touching=touching)
     # strokes and holes: their patches settle in a few passes, and are not coded again (under random loss every
     # patch keeps moving with the estimate around it)
     clustered = clustering(M) >= _CLUSTERED
@@ -230,7 +231,8 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     eed_time = diffusion_time(run, clustered)
     n_cycles = len(fed_cycle(eed_time)[1])
     n_batches = sum(-(-len(r) // pass_batch(len(r), job.batch_size)) for r, _ in grids)
-    plan = plan_references(run, job.groups, gen)
+    plan = plan_references(run, job.groups, gen, touching if job.groups.patch == job.patch_size else None)
+    del touching
     n_groups = n_group_steps(plan, M.shape[0], job.groups)
     n_resolve = 0 if held is None else n_bands * n_ch  # the interpolant again, with the held-out pixels known
     dense = job.prior  # heavy random loss: the non-local denoiser iterated as a prior ends the recipe

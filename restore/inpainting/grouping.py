@@ -99,9 +99,14 @@ def _references(missing: np.ndarray, s: GroupSettings, gen: np.random.Generator,
     return np.stack([rows[rr], cols[cc]], axis=1).astype(np.int64)
 
 
-def plan_references(missing: np.ndarray, s: GroupSettings, gen: np.random.Generator) -> list[np.ndarray]:
-    """The reference origins of every pass (see :func:`_references`), drawn up front so that steps are counted."""
-    touching = window_sums(missing, s.patch) > 0 if s.n_passes else None  # once: 16 MP
+def plan_references(missing: np.ndarray, s: GroupSettings, gen: np.random.Generator,
+                    touching: np.ndarray | None = None) -> list[np.ndarray]:
+    """The reference origins of every pass (see :func:`_references`), drawn up front so that steps are counted.
+
+    ``touching``: ``window_sums(missing, s.patch) > 0``, when the caller has it.
+    """
+    if touching is None and s.n_passes:  # once for every pass: 16 MP
+        touching = window_sums(missing, s.patch) > 0
     return [_references(missing, s, gen, touching) for _ in range(s.n_passes)]
 
 

@@ -147,7 +147,7 @@ def _fit_weights(rec: np.ndarray, P: np.ndarray, known: np.ndarray, floor: float
 
 
 def pass_grids(missing: np.ndarray, patch_size: int, stride: int, n_passes: int, gen: np.random.Generator, *,
-               margin: int = _CORE_MARGIN) -> list[tuple[np.ndarray, np.ndarray]]:
+               margin: int = _CORE_MARGIN, touching: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
     """Top-left corners of the patches of each pass: a randomly shifted grid of step ``stride``, touching the mask.
 
     A patch whose missing pixels all lie in its outer ``margin`` rows and
@@ -156,9 +156,11 @@ def pass_grids(missing: np.ndarray, patch_size: int, stride: int, n_passes: int,
     nearer their centre, so it costs time for next to nothing.
     The margin is at most ``(patch_size - stride) // 2``, so that every
     missing pixel is still in the core of a patch of every pass.
+    ``touching``: ``window_sums(missing, patch_size) > 0``, when the caller
+    has it (16 MP: a second of window sums).
     """
     H, W = missing.shape
-    touching = window_sums(missing, patch_size) > 0
+    touching = window_sums(missing, patch_size) > 0 if touching is None else touching.copy()
     m = min(margin, max(0, (patch_size - stride) // 2))
     if m > 0:
         core = window_sums(missing, patch_size - 2 * m)[m:m + H - patch_size + 1, m:m + W - patch_size + 1] > 0
