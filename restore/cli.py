@@ -262,9 +262,8 @@ def _noise_options(args: argparse.Namespace, scale: float, sample: Any, channel_
     central part of a store it reads). :func:`restore.estimate_noise` runs
     once on it with ``--noise`` (``auto``: the noise-level function chooses
     the model), its one line is printed in the file's units, and the
-    estimate is passed on as ``noise``: the library uses it without
-    estimating again (under Gaussian noise it estimates sigma on each plane
-    or volume and channel, as with ``--noise gaussian``).
+    estimate is passed on as ``noise``: the library uses it, its sigma
+    under Gaussian noise included, without estimating again.
     """
     import numpy as np
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from restore import denoise_wavelet_tree
+from restore import denoise_wavelet_tree, estimate_noise
 from restore.cli import main
 
 zarr = pytest.importorskip("zarr")
@@ -66,8 +66,13 @@ def _ome(path, data, zarr_format):
 
 def _expected(noisy16, **kw):
     """What the library gives on the file's values as floats in [0, 1], back in 16-bit counts."""
-    out = denoise_wavelet_tree(noisy16.astype(np.float32) / np.float32(65535), **kw)
+    out = denoise_wavelet_tree(_floats(noisy16), **kw)
     return np.clip(np.rint(out.astype(np.float64) * 65535), 0, 65535).astype(np.uint16)
+
+
+def _floats(noisy16):
+    """The file's values as the command reads them: floats in [0, 1]."""
+    return noisy16.astype(np.float32) / np.float32(65535)
 
 
 # ---------------------------------------------------------------------------
@@ -90,7 +95,8 @@ def test_tiff_stack_plane_by_plane_or_as_a_volume_keeps_dtype_and_spacing(noisy1
             assert tif.imagej_metadata["spacing"] == pytest.approx(0.29) and tif.imagej_metadata["unit"] == "um"
             assert tif.pages[0].resolution == pytest.approx((1 / 0.26, 1 / 0.26))
     np.testing.assert_array_equal(tifffile.imread(volume), _expected(noisy16, axes=(0, 1, 2), sigma=0.08))
-    np.testing.assert_array_equal(tifffile.imread(planes), _expected(noisy16))
+    # the noise estimated once on the stack, as printed: its sigma for every plane
+    np.testing.assert_array_equal(tifffile.imread(planes), _expected(noisy16, noise=estimate_noise(_floats(noisy16))))
     p_planes, p_volume = (psnr(tifffile.imread(p) / 65535, clean) for p in (planes, volume))
     assert p_volume > p_planes > psnr(noisy16 / 65535, clean)
 
@@ -258,7 +264,12 @@ def test_plain_zarr_plane_by_plane_equals_memory_with_lam_given(noisy16, tmp_pat
     dst = tmp_path / "out.zarr"
     assert main(["denoise", str(src), str(dst), "--lam", str(0.1 * 65535), "--quiet"]) == 0
     assert "estimated noise (on" in capsys.readouterr().out
-    np.testing.assert_array_equal(zarr.open_array(str(dst), mode="r")[:], _expected(noisy16, lam=0.1))
+    import dask.array as da
+
+    from restore._stores import noise_sample
+
+    est = estimate_noise(noise_sample(da.from_array(_floats(noisy16)), (1, 2)))  # the store's central part's
+    np.testing.assert_array_equal(zarr.open_array(str(dst), mode="r")[:], _expected(noisy16, lam=0.1, noise=est))
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])

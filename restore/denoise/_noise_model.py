@@ -324,7 +324,8 @@ def check_noise(noise: str | NoiseEstimate, sigma, gain, n_channels: int) -> Noi
 
     ``noise`` is one of :data:`restore._config.NOISE_CHOICES` or a
     :class:`restore.NoiseEstimate`, whose model is used with its parameters
-    (:func:`from_estimate`), nothing estimated again.
+    (:func:`from_estimate`), nothing estimated again: under Gaussian noise its
+    one sigma for every unit and channel, unless ``sigma`` is given.
     """
     if isinstance(noise, NoiseEstimate):
         if noise.noise not in NOISE_MODELS:
@@ -332,7 +333,9 @@ def check_noise(noise: str | NoiseEstimate, sigma, gain, n_channels: int) -> Noi
                              f"{', '.join(NOISE_MODELS)}")
         if gain is not None and noise.noise != "poisson-gaussian":
             raise ValueError(f"gain={gain!r} applies to noise='poisson-gaussian' only, got noise={_describe(noise)}")
-        model = from_estimate(noise, _check_auto(sigma, gain, n_channels))
+        # its sigma too: what the estimate says (and its caller may have shown) is what is used
+        model = from_estimate(noise, _check_auto(noise.sigma if sigma is None and noise.noise == "gaussian" else sigma,
+                                                 gain, n_channels))
         _log.info("noise given: %s%s", noise.describe(), _sigma_note(model))
         return model
     if not isinstance(noise, str):

@@ -424,8 +424,8 @@ def denoise_wavelet_tree(
         :func:`restore.estimate_noise` returned) is used in the same way,
         estimated no further: estimate once, show
         :meth:`~restore.NoiseEstimate.describe`, and pass it, to know what
-        is used. Under Gaussian noise, ``sigma`` is then estimated on each
-        plane (volume) and channel, as with ``'gaussian'``. With
+        is used: under Gaussian noise its sigma serves every plane (volume)
+        and channel, unless ``sigma`` is given. With
         ``'auto'``, a ``sigma`` given (and no ``gain``) means Gaussian noise
         of that deviation, and nothing is estimated; so does a number given
         as ``lam`` (in image units: under photon noise ``lam`` is in the
