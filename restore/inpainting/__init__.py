@@ -93,6 +93,12 @@ def inpaint(
     the library's non-local denoiser iterated as a prior (see ``prior``),
     its change weighed on the held-out pixels too. Known pixels are returned bit for bit; holes wider than a patch are
     filled by the interpolant and refined by the patches inside them.
+    On strokes and holes (a clustered mask) the work follows the holes:
+    the diffusion runs for the square of the strokes' half-width, a patch
+    whose missing pixels have settled is not coded again, the non-local
+    passes are made only when the first, tried on the references next to
+    the held-out pixels, fits those better, and the result's interpolant
+    is solved again only where the held-out pixels touch the mask.
 
     Parameters
     ----------
