@@ -4,9 +4,10 @@ For each size, a fresh process builds a float32 volume (a smooth volume plus
 Gaussian noise of 0.1), imports ``restore`` and warms it up on a small volume
 (the kernels load from numba's cache), then resets the kernel's high-water
 mark of its resident memory (``/proc/self/clear_refs``) and reads its resident
-memory: the baseline. It then denoises the volume with the defaults of the
-command line's ``--volume`` (``axes=(0, 1, 2)``, 8 cycle spins, sigma
-estimated, lam by SURE, the Wiener stage) and reads the high-water mark
+memory: the baseline. It then denoises the volume as issue 29 sets its
+target, ``axes=(0, 1, 2)`` with 8 cycle spins (the default is none: more
+shifts, more memory), sigma estimated, lam by SURE, the Wiener stage, and
+reads the high-water mark
 (VmHWM). Bytes per voxel: (VmHWM - baseline) / voxels; the output (float32,
 4 bytes a voxel) is part of it, the input is not. The target: at most 40
 bytes a voxel. CPU and wall time of the call are reported too (a shared

@@ -9,8 +9,9 @@ ancestors. Learning is online (Mairal et al., JMLR 2010): mini-batches of
 patches are coded with FISTA, and each atom is updated by block-coordinate
 descent on accumulated statistics.
 
-:func:`restore.learn_dictionary` draws random complete patches from images,
-centres them and scales them to unit norm, and fits a
+:func:`restore.learn_dictionary` draws random complete patches from images
+(and, when those are too few, patches with a quarter of their pixels known
+or more), centres them and scales them to unit norm, and fits a
 :class:`restore.TreeDictionaryLearning` (a scikit-learn estimator that can
 also be used directly on any ``(n_samples, n_features)`` data).
 
