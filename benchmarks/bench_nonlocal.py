@@ -73,6 +73,7 @@ import numpy as np
 from _report import note, table
 
 ROOT = Path(__file__).resolve().parents[1]
+CROP = 256  # side of the photos' centre crops (pixels): 12 images x 3 sigmas of BM3D in minutes
 IMAGES = ROOT.parent / "shared" / "images"
 PHOTOS = ("astronaut", "barbara", "coffee", "kodim23", "monarch", "sail", "tulips", "chelsea")
 SKIMAGE_GREY = ("camera", "moon", "coins", "grass")  # natural grey photographs that ship with scikit-image
@@ -295,7 +296,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                     help="photos (default: those of ../shared/images, and camera, moon, coins, grass but in colour)")
     ap.add_argument("--sigmas", nargs="+", type=float, default=None,
                     help="noise levels, 8-bit units (default 10 25 50; 25 with --colour)")
-    ap.add_argument("--crop", type=int, default=256)
+    ap.add_argument("--crop", type=int, default=CROP, help=f"side of the photos' centre crops (default {CROP}; "
+                    "another size records into a results file of its own)")
     ap.add_argument("--spins", type=int, default=4, help="cycle spins of the wavelet-tree pilot")
     ap.add_argument("--set", nargs="*", default=[], help="NonlocalSettings fields, name=value")
     ap.add_argument("--volumes", action="store_true", help="volumes against BM4D instead of photos against BM3D")
@@ -343,5 +345,7 @@ if __name__ == "__main__":
     else:
         name = ("bench_nonlocal_volumes" if arguments.volumes else
                 "bench_nonlocal_colour" if arguments.colour else "bench_nonlocal")
+        if not arguments.volumes and arguments.crop != CROP:  # another crop size: a results file of its own
+            name += f"_crop{arguments.crop}"
         with record_results(name):
             main(arguments)
