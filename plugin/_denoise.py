@@ -18,6 +18,7 @@ import numpy as np
 from magicgui.widgets import CheckBox, ComboBox, Container, FloatSpinBox, Label, PushButton, SpinBox
 
 import restore
+from restore.noise import ESTIMATE_VOXELS
 
 from ._common import (
     LruCache,
@@ -444,46 +445,22 @@ class Denoised:
     noise: NoiseInfo | None = None
 
 
-#: Voxels read to estimate a layer's photon noise: enough for a stable noise-level function (about 0.1 s),
-#: bounded so that a Dask layer is never loaded whole.
-NOISE_SAMPLE_VOXELS = 1 << 22
+def _noise_sample(source: Source, n_spatial: int) -> np.ndarray:
+    """What the library estimates the layer's noise on (:func:`restore.noise_sample`), in the layer's float units.
 
-
-def noise_sample(source: Source, n_spatial: int) -> np.ndarray:
-    """A bounded part of the layer for noise estimation: the whole when small, else a centred crop.
-
-    Spatial axes first and colour channels as leading planes, as
+    Colour channels (alpha left out) as leading planes, as
     :func:`restore.estimate_noise` reads a stack. Of a lazy (Dask or
-    multiscale) layer, the middle plane, or :data:`LAZY_SAMPLE_PLANES` planes
-    of the middle volume: a few chunks are read, not the layer.
+    multiscale) layer a central part of at most 4 M voxels a channel: a
+    few chunks are read, never more.
     """
     data = source.data
-    shape = np.shape(data)
-    n_sp = len(shape) - source.rgb
-    if source.lazy:
-        mid = tuple(s // 2 for s in shape[:n_sp - 2])
-        if n_spatial == 3 and n_sp >= 3:
-            depth = min(shape[n_sp - 3], LAZY_SAMPLE_PLANES)
-            start = (shape[n_sp - 3] - depth) // 2
-            mid = mid[:-1] + (slice(start, start + depth),)
-        data = data[mid]
-        shape = np.shape(data)
-        n_sp = len(shape) - source.rgb
-    size = int(np.prod(shape[:n_sp], dtype=np.int64))
-    if size > NOISE_SAMPLE_VOXELS:  # shrink every axis by the same factor (a unit's spatial axes at least 2 long)
-        f = (NOISE_SAMPLE_VOXELS / size) ** (1.0 / n_sp)
-        keep = [max(2 if a >= n_sp - n_spatial else 1, int(s * f)) for a, s in enumerate(shape[:n_sp])]
-        box = tuple(slice((s - k) // 2, (s - k) // 2 + k) for s, k in zip(shape[:n_sp], keep, strict=True))
-    else:
-        box = ()
-    sample = as_float(np.asarray(data[box]))
-    colour, _ = split_alpha(sample, source.rgb)
-    return np.moveaxis(colour, -1, 0) if source.rgb else colour
+    n_sp = len(np.shape(data)) - source.rgb
+    if source.rgb and np.shape(data)[-1] == 4:
+        data = data[..., :3]  # alpha is no image (:func:`split_alpha`); lazy stays lazy
+    sample = restore.noise_sample(data, axes=tuple(range(n_sp - n_spatial, n_sp)),
+                                  channel_axis=-1 if source.rgb else None)
+    return as_float(sample)
 
-
-#: Planes of a lazy volume the noise is estimated on (the estimate reads planes): at 256 x 256 pixels a plane, 1 M
-#: samples, far more than the noise-level function needs, and a chunk or two of depth read, not the volume.
-LAZY_SAMPLE_PLANES = 16
 
 #: Photon-noise estimate's time per sampled voxel over denoising's per voxel with no cycle spins (ratio): sets its
 #: share of the bar.
@@ -496,7 +473,8 @@ def _estimate_share(source: Source, params: DenoiseParams, voxels: int | None = 
         return 0.0
     shape = np.shape(source.data)
     n = int(np.prod(shape[:len(shape) - source.rgb], dtype=np.int64)) if voxels is None else voxels
-    est = ESTIMATE_COST_RATIO * min(n, NOISE_SAMPLE_VOXELS)
+    # the library's sample (:func:`restore.noise_sample`): a lazy layer's central part, one in memory whole
+    est = ESTIMATE_COST_RATIO * (min(n, ESTIMATE_VOXELS) if source.lazy else n)
     work = n * (DENOISE_BASE_COST_IN_SPINS + params.cycle_spins) / DENOISE_BASE_COST_IN_SPINS  # over no spins'
     return float(np.clip(est / (est + work), 0.01, 0.5))
 
@@ -507,7 +485,7 @@ def photon_model(control: Control, source: Source, params: DenoiseParams, cache:
 
     What the library would estimate on the whole layer (:attr:`DenoiseParams.estimates_noise`:
     the model with 'auto', gain and read noise not given), estimated once by
-    :func:`restore.estimate_noise` on a bounded sample (:func:`noise_sample`)
+    :func:`restore.estimate_noise` on the library's sample (:func:`_noise_sample`)
     and kept in ``cache`` for the layer. The estimate's progress goes on ``span`` of the bar.
     """
     if not params.estimates_noise:
@@ -518,7 +496,7 @@ def photon_model(control: Control, source: Source, params: DenoiseParams, cache:
     what = "photon " if params.noise == "poisson-gaussian" else ""
     est = _layer_estimate(cache, source, params.noise)
     if est is None:
-        est = yield from control.call(restore.estimate_noise, noise_sample(source, params.n_spatial),
+        est = yield from control.call(restore.estimate_noise, _noise_sample(source, params.n_spatial),
                                       noise=params.noise, span=span,
                                       text=f"Estimating the {what}noise{f' of {name!r}' if name else ''}\u2026")
         if cache is not None:

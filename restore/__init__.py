@@ -29,6 +29,7 @@ _EXPORTS = {
     "learn_dictionary": ".inpainting",
     "NoiseEstimate": ".noise",
     "estimate_noise": ".noise",
+    "noise_sample": ".noise",
     "TreeDictionaryLearning": ".learning",
     "PENALTIES": ".proximal",
     "TREE_PENALTIES": ".proximal",
@@ -55,6 +56,7 @@ __all__ = [
     "estimate_sigma",
     "inpaint",
     "learn_dictionary",
+    "noise_sample",
     "penalty_value",
     "prox",
     "sparse_encode",
@@ -82,7 +84,7 @@ if TYPE_CHECKING:  # the names, for type checkers and IDEs
     from .denoise import LamChoice, choose_lam, denoise_nonlocal_tree, denoise_wavelet_tree, estimate_sigma
     from .inpainting import default_dictionary, inpaint, learn_dictionary
     from .learning import TreeDictionaryLearning
-    from .noise import NoiseEstimate, estimate_noise
+    from .noise import NoiseEstimate, estimate_noise, noise_sample
     from .proximal import PENALTIES, TREE_PENALTIES, penalty_value, prox
     from .tree import Tree
     from .wavelet import wavelet_quadtree, wavelet_tree

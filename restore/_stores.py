@@ -59,7 +59,7 @@ import numpy as np
 
 from ._config import default_num_threads
 
-__all__ = ["ClusterError", "ZarrInput", "check_zarr_output", "connect", "is_tiff", "is_zarr", "noise_sample",
+__all__ = ["ClusterError", "ZarrInput", "check_zarr_output", "connect", "is_tiff", "is_zarr",
            "open_tiff", "open_zarr", "streams", "tiff_calibration", "write_tiff", "write_zarr"]
 
 MARK = "restore"  # attribute of the stores we write: --force replaces only those
@@ -80,10 +80,6 @@ _PYRAMID_TYPE = {"type": "local_mean", "metadata": {
     "description": "each level is the mean of blocks of voxels of the level above (restore denoise)",
     "method": "dask.array.coarsen(numpy.mean)"}}
 _WRITE = "restore-write"  # name of the tasks writing blocks into an output store
-#: Voxels of the central sub-volume the noise is estimated on: 32 MB as float64, held while the volume is denoised,
-#: and its estimate's working memory (about 3 times that) before; about a million finest diagonal coefficients,
-#: far more smooth samples than the estimators need.
-ESTIMATE_VOXELS = 1 << 22
 #: Voxels of the result computed at a time on local threads (4 MB as float32), at least a chunk a thread: its inputs,
 #: with their overlaps and a halo of neighbouring chunks, are all that is read ahead of the work (about 70 MB as
 #: float32 with the blocks of the defaults, 64**3 voxels overlapping by 32, while one of them is denoised); re-reading
@@ -420,30 +416,6 @@ def tiff_calibration(src: ZarrInput, dims: list[int], imagej: bool) -> dict:
     if per is None:
         return {"resolution": (1 / scale[x], 1 / scale[y]), "resolution_unit": 1, "ome": ome}
     return {"resolution": (1 / (scale[x] * per), 1 / (scale[y] * per)), "resolution_unit": 3, "ome": ome}
-
-
-def noise_sample(data: Any, spatial: tuple[int, ...]) -> np.ndarray:
-    """A central sub-volume of at most :data:`ESTIMATE_VOXELS` voxels (as float64), for estimating the noise.
-
-    Whole planes when they fit (the estimators read planes of the last two
-    spatial axes), as many of them as fit around the middle; one index, the
-    middle one, along every other axis.
-    """
-    index: list[Any] = [s // 2 for s in data.shape]
-    plane = [a for a in spatial[-2:]]
-    budget = ESTIMATE_VOXELS
-    for a in plane:
-        side = min(data.shape[a], int(np.sqrt(ESTIMATE_VOXELS)))
-        start = (data.shape[a] - side) // 2
-        index[a] = slice(start, start + side)
-        budget //= side
-    for a in spatial[:-2]:
-        side = max(1, min(data.shape[a], budget))
-        start = (data.shape[a] - side) // 2
-        index[a] = slice(start, start + side)
-        budget = max(1, budget // side)
-    sub = data[tuple(index)]
-    return np.asarray(sub.compute(), dtype=np.float64)
 
 
 def _first_line(exc: BaseException) -> str:

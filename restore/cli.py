@@ -346,7 +346,8 @@ def _denoise_store(args: argparse.Namespace) -> int:
 def _denoise_lazy(args: argparse.Namespace, src: Any, dst_path: Path) -> int:
 
     from ._files import IMAGEJ_DTYPES, TiffInfo, check_output, tiff_info, tiff_options
-    from ._stores import check_zarr_output, is_tiff, is_zarr, noise_sample, tiff_calibration, write_tiff, write_zarr
+    from ._stores import check_zarr_output, is_tiff, is_zarr, tiff_calibration, write_tiff, write_zarr
+    from .noise import noise_sample
 
     data = src.data
     if not is_zarr(dst_path) and not is_tiff(dst_path):
@@ -385,7 +386,7 @@ def _denoise_lazy(args: argparse.Namespace, src: Any, dst_path: Path) -> int:
                          "--sigma (and --gain), or denoise one channel at a time")
     img, scale = _to_float(data)
     _check_settings(args, img, axes, scale)
-    sample = noise_sample(img, axes) if estimating else None
+    sample = noise_sample(img, axes=axes) if estimating else None
     where = f" (on {sample.size} central voxels)" if estimating else ""
     noise = _noise_options(args, scale, sample, None, where=where)
     denoise, kwargs = _denoiser(args, noise)

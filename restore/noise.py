@@ -12,17 +12,18 @@ back without the bias a plain algebraic inverse leaves at low counts.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._config import NOISE_CHOICES
-from ._validation import check_choice
+from ._validation import check_channel_axis, check_choice
 
-__all__ = ["NOISE_CHOICES", "NoiseEstimate", "anscombe", "estimate_noise", "inverse_anscombe"]
+__all__ = ["NOISE_CHOICES", "NoiseEstimate", "anscombe", "estimate_noise", "inverse_anscombe", "noise_sample"]
 
 
 # ---------------------------------------------------------------------------
@@ -427,6 +428,104 @@ def estimate_noise(image: ArrayLike, *, noise: str = "auto",
 
         warnings.warn(f"The noise estimate is uncertain: {est.describe()}", UserWarning, stacklevel=2)
     return est
+
+
+# Volumes of more voxels than this (per channel) are denoised in memory as Dask arrays are, in overlapping blocks
+# (restore/denoise/_driver.py), and their noise estimated on the same central part: transformed whole, a float32
+# volume takes about 36 bytes a voxel (benchmarks/bench_volume_bytes.py), 1.2 GB here, and the blocks of the
+# defaults about 0.5 GB whatever the volume.
+_WHOLE_MAX_VOXELS = 1 << 25  # 33.5 M voxels, 128 x 512 x 512
+
+#: Voxels (of one channel) of the central part of a lazy image the noise is estimated on: 32 MB as float64, held
+#: while the image is denoised, and its estimate's working memory (about 3 times that) before; about a million
+#: finest diagonal coefficients, far more smooth samples than the estimators need.
+ESTIMATE_VOXELS = 1 << 22
+
+
+def noise_sample(image: Any, *, axes: Sequence[int] | None = None, channel_axis: int | None = None) -> np.ndarray:
+    """The part of an image its noise is estimated on by the library's denoisers, read into memory.
+
+    ``estimate_noise(noise_sample(image, axes=axes, channel_axis=channel_axis))``
+    is the estimate :func:`restore.denoise_wavelet_tree` and
+    :func:`restore.denoise_nonlocal_tree` make (``noise='auto'``, or gain
+    and read noise not given) of the same image with the same ``axes`` and
+    ``channel_axis``, and the one the command line and the napari plugin
+    make.
+
+    Parameters
+    ----------
+    image : array_like
+        An image in memory (a NumPy array), or a lazy one (a Dask or zarr
+        array: anything with ``shape``, ``dtype`` and slicing).
+    axes : sequence of int, optional
+        Its spatial axes denoised together: two (planes) or three
+        (volumes). Default: the last two axes that are not the channel axis.
+        Other axes stack planes (or volumes).
+    channel_axis : int, optional
+        Axis of the channels; all of them are sampled.
+
+    Returns
+    -------
+    ndarray
+        In the image's dtype, the channels as leading planes (the layout
+        :func:`estimate_noise` reads). An array in memory is returned whole
+        (a view when it has no channels), unless it is a volume the
+        denoisers process in blocks (over 2**25 voxels); a lazy array
+        reads only a central part of at most :data:`ESTIMATE_VOXELS` voxels
+        (of each channel): whole planes of the last two spatial axes when
+        they fit (else their central 2048 x 2048 pixels), as many of them
+        around the middle of the third spatial axis as fit, and the middle
+        index of every stacking axis. So a few chunks are read, never the
+        whole.
+
+    Raises
+    ------
+    ValueError
+        For an invalid ``axes`` or ``channel_axis``.
+
+    See Also
+    --------
+    estimate_noise : the estimate made on the sample.
+    """
+    shape = tuple(int(s) for s in image.shape)
+    ndim = len(shape)
+    c_axis = check_channel_axis(channel_axis, max(ndim, 1))
+    others = [a for a in range(ndim) if a != c_axis]
+    if axes is None:
+        spatial = tuple(others[-2:])
+    else:
+        try:
+            spatial = tuple(sorted(range(ndim)[a] for a in axes))
+        except (TypeError, ValueError, IndexError):
+            raise ValueError(f"axes must be 2 or 3 axes of the image (shape {shape}), got {axes!r}") from None
+        if len(set(spatial)) != len(spatial) or c_axis in spatial:
+            raise ValueError(f"axes must be distinct axes other than channel_axis ({channel_axis}), got {axes!r}")
+    if len(spatial) not in (2, 3):
+        raise ValueError(f"axes must be 2 or 3 spatial axes of the image (shape {shape}), got {axes!r}")
+    in_memory = isinstance(image, np.ndarray)
+    if in_memory and (len(spatial) < 3 or int(np.prod([shape[a] for a in spatial])) <= _WHOLE_MAX_VOXELS):
+        part = image
+    else:
+        index: list[Any] = [s // 2 for s in shape]  # the middle index along stacking axes
+        if c_axis is not None:
+            index[c_axis] = slice(None)
+        budget = ESTIMATE_VOXELS
+        for a in spatial[-2:]:  # the estimators read planes of the last two spatial axes: whole ones when they fit
+            side = min(shape[a], int(np.sqrt(ESTIMATE_VOXELS)))
+            start = (shape[a] - side) // 2
+            index[a] = slice(start, start + side)
+            budget //= side
+        for a in spatial[:-2]:
+            side = max(1, min(shape[a], budget))
+            start = (shape[a] - side) // 2
+            index[a] = slice(start, start + side)
+            budget = max(1, budget // side)
+        part = image[tuple(index)]
+        part = part.compute() if hasattr(part, "compute") else part
+        if c_axis is not None:  # the stacking axes indexed away before it
+            c_axis -= sum(1 for a in range(c_axis) if isinstance(index[a], int))
+    part = np.asarray(part)
+    return part if c_axis is None else np.moveaxis(part, c_axis, 0)
 
 
 # Samples of work between two progress reports of the estimate, at most about (tens of milliseconds): Cancel

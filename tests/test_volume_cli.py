@@ -266,9 +266,9 @@ def test_plain_zarr_plane_by_plane_equals_memory_with_lam_given(noisy16, tmp_pat
     assert "estimated noise (on" in capsys.readouterr().out
     import dask.array as da
 
-    from restore._stores import noise_sample
+    from restore import noise_sample
 
-    est = estimate_noise(noise_sample(da.from_array(_floats(noisy16)), (1, 2)))  # the store's central part's
+    est = estimate_noise(noise_sample(da.from_array(_floats(noisy16)), axes=(1, 2)))  # the store's central part's
     np.testing.assert_array_equal(zarr.open_array(str(dst), mode="r")[:], _expected(noisy16, lam=0.1, noise=est))
 
 
@@ -514,12 +514,12 @@ def test_conversions_are_refused_up_front_when_the_output_cannot_hold_the_input(
     (["--gain", "2"], "--gain 2 applies to --noise poisson-gaussian only"),
     (["--level", "9"], "level 9 is too deep")])
 def test_settings_are_refused_before_the_noise_sample_is_read(options, match, noisy16, tmp_path, monkeypatch):
-    import restore._stores
+    import restore.noise
 
     def read(*args, **kwargs):
         raise AssertionError("the noise sample was read")
 
-    monkeypatch.setattr(restore._stores, "noise_sample", read)
+    monkeypatch.setattr(restore.noise, "noise_sample", read)
     src = _zarr(tmp_path / "in.zarr", noisy16, (8, 32, 32))
     with pytest.raises(SystemExit, match=match):
         main(["denoise", str(src), str(tmp_path / "o.zarr"), "--volume", "--quiet", *options])

@@ -38,10 +38,10 @@ import numpy as np
 from .._cache import call_scope
 from .._config import default_num_threads
 from .._progress import BlockSteps, ProgressCallback
-from .._validation import check_callable, check_finite, output_dtype
-from ..noise import NoiseEstimate
+from .._validation import check_callable, check_finite, check_image, output_dtype
+from ..noise import _WHOLE_MAX_VOXELS, NoiseEstimate, noise_sample
 from ._layout import Layout, check_layout
-from ._noise_model import NoiseModel, PhotonNoise, _noise_sample, check_noise
+from ._noise_model import NoiseModel, PhotonNoise, check_noise
 from ._units import UnitMethod, denoise_units
 
 
@@ -299,7 +299,7 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
     fixed = int(np.prod([min(sliced[a] + 2 * depth[a], int(image.shape[a])) for a in sliced]))
     axes = list(planned)
     if not noise.complete:  # the model first: photon noise's blocks are sized for its dearer path
-        noise = noise.resolved(_noise_sample(given, sp_axes), has_channels=False)
+        noise = noise.resolved(_noise_sample(given, layout), has_channels=False)
     photon = isinstance(noise, PhotonNoise)
     cores = _fit_memory([planned[a][0] for a in axes], [depth[a] for a in axes], [planned[a][2] for a in axes],
                         [int(image.shape[a]) for a in axes], [planned[a][1] for a in axes], n_axes, fixed, photon)
@@ -395,10 +395,15 @@ def _sample_regions(image, grid: tuple[int, ...], depth: tuple[int, ...]) -> lis
     return [(np.asarray(r), tuple(cores)) for r in da.compute(*regions)]
 
 
-# Volumes of more voxels than this (per channel) are denoised in memory as Dask arrays are, in overlapping blocks:
-# transformed whole, a float32 volume takes about 36 bytes a voxel (benchmarks/bench_volume_bytes.py), 1.2 GB here,
-# and the blocks of the defaults about 0.5 GB whatever the volume.
-_WHOLE_MAX_VOXELS = 1 << 25  # 33.5 M voxels, 128 x 512 x 512
+def _noise_sample(image: Any, layout: Layout) -> np.ndarray:
+    """The part of a Dask array its photon model is estimated on (:func:`restore.noise_sample`), float.
+
+    Float as :func:`check_image` makes it, the channels as leading planes:
+    one model serves every channel, estimated on all of them as in memory.
+    """
+    sample = noise_sample(image, axes=layout.sp_axes, channel_axis=layout.c_axis)
+    x, _ = check_image(sample, spatial=min(2, len(layout.sp_axes)))
+    return x
 
 
 @call_scope()
@@ -415,7 +420,7 @@ def _denoise_blocks(arr: np.ndarray, layout: Layout, noise: NoiseModel, method: 
 
     check_finite(arr)  # as the whole path checks it, before any block runs
     image = da.from_array(arr, chunks=arr.shape, name=False)  # name=False: no hash of the whole volume
-    noise = noise.resolved(_noise_sample(image, layout.sp_axes), has_channels=False, dtype=arr.dtype)
+    noise = noise.resolved(_noise_sample(image, layout), has_channels=False, dtype=arr.dtype)
     out = np.empty(arr.shape, dtype=output_dtype(arr.dtype))
     steps = BlockSteps(progress)
     lazy = _denoise_dask(image, layout, noise, method, None, block_steps=steps)

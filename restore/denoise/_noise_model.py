@@ -427,16 +427,3 @@ def _stabilised_variance(channels: list[np.ndarray], model: NoiseEstimate, n_axe
     if var.shape[-1] == 3:
         var = var @ (_OPPONENT**2).T  # each opponent channel sums its colours' variances, weights squared
     return [np.ascontiguousarray(var[..., c]) for c in range(var.shape[-1])]
-
-
-def _noise_sample(image, sp_axes: tuple[int, ...]) -> np.ndarray:
-    """A bounded central part of a Dask array (:func:`restore._stores.noise_sample`), as the blocks read it.
-
-    Float as :func:`check_image` makes it, in the layout of the photon model
-    (other axes first, the transformed axes last); one channel.
-    """
-    from .._stores import noise_sample
-
-    sample = noise_sample(image, sp_axes)  # one index, the middle one, along the other axes and the channels
-    x, _ = check_image(sample.astype(image.dtype, copy=False), spatial=min(2, len(sp_axes)))
-    return x
