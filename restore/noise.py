@@ -443,20 +443,20 @@ ESTIMATE_VOXELS = 1 << 22
 
 
 def noise_sample(image: Any, *, axes: Sequence[int] | None = None, channel_axis: int | None = None) -> np.ndarray:
-    """The part of an image its noise is estimated on by the library's denoisers, read into memory.
+    """The part of an image the library estimates its noise model on, read into memory.
 
     ``estimate_noise(noise_sample(image, axes=axes, channel_axis=channel_axis))``
     is the estimate :func:`restore.denoise_wavelet_tree` and
-    :func:`restore.denoise_nonlocal_tree` make (``noise='auto'``, or gain
-    and read noise not given) of the same image with the same ``axes`` and
-    ``channel_axis``, and the one the command line and the napari plugin
-    make.
+    :func:`restore.denoise_nonlocal_tree` make of ``image`` with those
+    ``axes`` and ``channel_axis``: the model ``noise='auto'`` chooses, and
+    the gain and read noise of Poisson-Gaussian noise when not given. The
+    command line and the napari plugin estimate on the same part.
 
     Parameters
     ----------
-    image : array_like
-        An image in memory (a NumPy array), or a lazy one (a Dask or zarr
-        array: anything with ``shape``, ``dtype`` and slicing).
+    image : ndarray or dask.array.Array
+        An image in memory, or a lazy one (Dask, or any array with
+        ``shape`` and NumPy slicing, such as a zarr array).
     axes : sequence of int, optional
         Its spatial axes denoised together: two (planes) or three
         (volumes). Default: the last two axes that are not the channel axis.
@@ -467,16 +467,15 @@ def noise_sample(image: Any, *, axes: Sequence[int] | None = None, channel_axis:
     Returns
     -------
     ndarray
-        In the image's dtype, the channels as leading planes (the layout
-        :func:`estimate_noise` reads). An array in memory is returned whole
-        (a view when it has no channels), unless it is a volume the
-        denoisers process in blocks (over 2**25 voxels); a lazy array
-        reads only a central part of at most :data:`ESTIMATE_VOXELS` voxels
-        (of each channel): whole planes of the last two spatial axes when
-        they fit (else their central 2048 x 2048 pixels), as many of them
-        around the middle of the third spatial axis as fit, and the middle
-        index of every stacking axis. So a few chunks are read, never the
-        whole.
+        In the image's dtype, in the layout :func:`estimate_noise` reads:
+        the channels first, then the stacking axes, the spatial axes last.
+        An array in memory is returned whole (a view), unless it is a volume the
+        denoisers process in blocks (over 2**25 voxels). Of a lazy array
+        (and such a volume) only a central part of at most 2**22 voxels a
+        channel is read: whole planes of the last two spatial axes when they
+        fit (else their central 2048 x 2048 pixels), as many of them around
+        the middle of a third spatial axis as fit, and the middle index of
+        every stacking axis; so a few chunks, never more.
 
     Raises
     ------
@@ -503,12 +502,11 @@ def noise_sample(image: Any, *, axes: Sequence[int] | None = None, channel_axis:
     if len(spatial) not in (2, 3):
         raise ValueError(f"axes must be 2 or 3 spatial axes of the image (shape {shape}), got {axes!r}")
     in_memory = isinstance(image, np.ndarray)
+    index: list[Any] = [slice(None)] * ndim
     if in_memory and (len(spatial) < 3 or int(np.prod([shape[a] for a in spatial])) <= _WHOLE_MAX_VOXELS):
         part = image
     else:
-        index: list[Any] = [s // 2 for s in shape]  # the middle index along stacking axes
-        if c_axis is not None:
-            index[c_axis] = slice(None)
+        index = [slice(None) if a == c_axis else s // 2 for a, s in enumerate(shape)]  # stacking axes: the middle
         budget = ESTIMATE_VOXELS
         for a in spatial[-2:]:  # the estimators read planes of the last two spatial axes: whole ones when they fit
             side = min(shape[a], int(np.sqrt(ESTIMATE_VOXELS)))
@@ -522,10 +520,10 @@ def noise_sample(image: Any, *, axes: Sequence[int] | None = None, channel_axis:
             budget = max(1, budget // side)
         part = image[tuple(index)]
         part = part.compute() if hasattr(part, "compute") else part
-        if c_axis is not None:  # the stacking axes indexed away before it
-            c_axis -= sum(1 for a in range(c_axis) if isinstance(index[a], int))
-    part = np.asarray(part)
-    return part if c_axis is None else np.moveaxis(part, c_axis, 0)
+    # the channels first, the spatial axes last (their planes are what the estimate reads)
+    kept = [a for a in range(ndim) if not isinstance(index[a], int)]
+    first = [a for a in kept if a == c_axis] + [a for a in kept if a != c_axis and a not in spatial]
+    return np.transpose(np.asarray(part), [kept.index(a) for a in first + list(spatial)])
 
 
 # Samples of work between two progress reports of the estimate, at most about (tens of milliseconds): Cancel

@@ -13,6 +13,7 @@ SHAPE = (1500, 3000)  # a plane over the 4 M pixels a lazy image's noise is esti
 def _photons(shape, seed=3, photons=30.0):
     yy, xx = np.indices(shape[-2:])
     clean = 0.5 + 0.4 * np.sin(xx / 37.0) * np.cos(yy / 53.0)
+    clean = np.broadcast_to(clean, shape)
     return (np.random.default_rng(seed).poisson(photons * clean) / photons).astype(np.float32)
 
 
@@ -70,3 +71,13 @@ def test_a_dask_colour_image_gets_the_photon_model_of_the_librarys_sample_of_eve
     # ... as in memory, where the model is estimated on every channel too
     np.testing.assert_array_equal(restore.denoise_wavelet_tree(rgb, channel_axis=-1, noise="poisson-gaussian"),
                                   restore.denoise_wavelet_tree(rgb, channel_axis=-1, noise=est))
+
+
+def test_the_sample_puts_the_spatial_axes_last_where_the_estimate_reads_planes():
+    stack = _photons((5, 64, 80))  # five planes
+    moved = np.moveaxis(stack, 0, -1)  # (64, 80, 5): planes along the last axis
+    np.testing.assert_array_equal(restore.noise_sample(moved, axes=(0, 1)), stack)
+    np.testing.assert_array_equal(restore.noise_sample(da.from_array(moved), axes=(0, 1)), stack[2])
+    colour = np.stack([moved, 2 * moved], axis=0)  # channels first, then y, x, planes
+    np.testing.assert_array_equal(restore.noise_sample(colour, axes=(1, 2), channel_axis=0),
+                                  np.stack([stack, 2 * stack]))
