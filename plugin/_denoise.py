@@ -459,7 +459,8 @@ def _noise_sample(source: Source, n_spatial: int) -> np.ndarray:
         data = data[..., :3]  # alpha is no image (:func:`split_alpha`); lazy stays lazy
     sample = restore.noise_sample(data, axes=tuple(range(n_sp - n_spatial, n_sp)),
                                   channel_axis=-1 if source.rgb else None)
-    return as_float(sample)
+    # integers in their own units as float64, the estimate's dtype: one copy of an in-memory layer, not two
+    return as_float(sample) if sample.dtype.kind == "f" else sample.astype(np.float64)
 
 
 #: Photon-noise estimate's time per sampled voxel over denoising's per voxel with no cycle spins (ratio): sets its

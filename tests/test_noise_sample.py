@@ -81,3 +81,10 @@ def test_the_sample_puts_the_spatial_axes_last_where_the_estimate_reads_planes()
     colour = np.stack([moved, 2 * moved], axis=0)  # channels first, then y, x, planes
     np.testing.assert_array_equal(restore.noise_sample(colour, axes=(1, 2), channel_axis=0),
                                   np.stack([stack, 2 * stack]))
+
+
+def test_the_plugin_estimates_an_integer_layer_in_its_own_units():
+    counts = (_photons((2, 300, 200)) * 30).astype(np.uint16)  # photon counts: gain 1
+    expected = restore.estimate_noise(restore.noise_sample(counts).astype(np.float64), noise="poisson-gaussian")
+    got = _plugin_estimate(counts)
+    assert got == expected and 0.8 < got.gain < 1.2
