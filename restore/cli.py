@@ -254,27 +254,25 @@ def _estimating(args: argparse.Namespace) -> bool:
     return args.sigma is None or (args.noise == "poisson-gaussian" and args.gain is None)
 
 
-def _noise_options(args: argparse.Namespace, scale: float, sample: Any, channel_axis: int | None,
-                   where: str = "") -> dict:
+def _noise_options(args: argparse.Namespace, scale: float, sample: Any, where: str = "") -> dict:
     """The noise, gain, sigma and lam in the library's units; what is left to estimate, estimated once and printed.
 
-    ``sample`` is what the library would estimate on (the image, or the
-    central part of a store it reads). :func:`restore.estimate_noise` runs
-    once on it with ``--noise`` (``auto``: the noise-level function chooses
-    the model), its one line is printed in the file's units, and the
-    estimate is passed on as ``noise``: the library uses it, its sigma
-    under Gaussian noise included, without estimating again.
+    ``sample`` is what the library would estimate on
+    (:func:`restore.noise_sample`: the image in memory, the central part of
+    a store it reads), None when nothing is estimated.
+    :func:`restore.estimate_noise` runs once on it with ``--noise``
+    (``auto``: the noise-level function chooses the model), its one line is
+    printed in the file's units, and the estimate is passed on as
+    ``noise``: the library uses it, its sigma under Gaussian noise
+    included, without estimating again.
     """
-    import numpy as np
-
     from . import estimate_noise
     from .denoise._wavelet_method import noise_for_lam
 
     _check_gain(args)
     noise: Any = noise_for_lam(args.noise, args.lam)
     if _estimating(args):
-        noise = estimate_noise(sample if channel_axis is None else np.moveaxis(sample, channel_axis, 0),
-                               noise=noise)
+        noise = estimate_noise(sample, noise=noise)
         print(f"estimated noise{where} (pixel units): {noise.describe(scale)}")
     # with photon noise a numeric lam is in the stabilised units of the Anscombe transform, not the file's
     photon = getattr(noise, "noise", noise) == "poisson-gaussian"
@@ -297,6 +295,7 @@ def cmd_denoise(args: argparse.Namespace) -> int:
     if args.scheduler is not None:
         raise ValueError(f"--scheduler runs zarr stores (IN and OUT ending in .zarr), not {str(args.input)!r}")
     from ._files import check_output, read_image, tiff_info, write_image
+    from .noise import noise_sample
 
     src = Path(args.input)
     raw = read_image(src)
@@ -312,9 +311,11 @@ def cmd_denoise(args: argparse.Namespace) -> int:
         (img, scale), alpha, channel_axis = _to_float(raw), None, None
     else:
         img, scale, alpha, channel_axis = _split_alpha(raw)
-    noise = _noise_options(args, scale, img, channel_axis)
+    axes = (0, 1, 2) if args.volume else None
+    sample = noise_sample(img, axes=axes, channel_axis=channel_axis) if _estimating(args) else None
+    noise = _noise_options(args, scale, sample)
     denoise, kwargs = _denoiser(args, noise)
-    out = denoise(img, axes=(0, 1, 2) if args.volume else None, channel_axis=channel_axis, **kwargs)
+    out = denoise(img, axes=axes, channel_axis=channel_axis, **kwargs)
     write_image(dst, _with_alpha(out, raw, scale, alpha), tiff=info)
     print(f"wrote {dst}")
     return 0
@@ -388,7 +389,7 @@ def _denoise_lazy(args: argparse.Namespace, src: Any, dst_path: Path) -> int:
     _check_settings(args, img, axes, scale)
     sample = noise_sample(img, axes=axes) if estimating else None
     where = f" (on {sample.size} central voxels)" if estimating else ""
-    noise = _noise_options(args, scale, sample, None, where=where)
+    noise = _noise_options(args, scale, sample, where=where)
     denoise, kwargs = _denoiser(args, noise)
     out = _from_float(denoise(img, axes=axes, **kwargs), data, scale)
     if is_zarr(dst):
