@@ -401,6 +401,11 @@ _OFFSET_SIGMAS = 3.0
 _PILOT_WINDOW = 5
 
 
+# Samples of the variance map made at once from the box means: the temporaries of the inverse transform and its
+# variance stay this small (8 MB of float64 each) instead of a volume each.
+_VARIANCE_CHUNK = 1 << 20
+
+
 def _stabilised_variance(channels: list[np.ndarray], model: NoiseEstimate, n_axes: int) -> list[np.ndarray]:
     """Noise variance of every sample of the Anscombe-stabilised channels, from a local-mean pilot.
 
@@ -419,9 +424,13 @@ def _stabilised_variance(channels: list[np.ndarray], model: NoiseEstimate, n_axe
     has_channels = len(channels) > 1
     z = _from_channels(channels, has_channels)
     size = (_PILOT_WINDOW,) * n_axes + ((1,) if has_channels else ())
-    pilot = inverse_anscombe(ndimage.uniform_filter(z, size, mode="reflect"), model.gain, model.sigma)
+    var = ndimage.uniform_filter(z, size, mode="reflect")  # the box means, then their variances in place
     floor = model.gain / _PILOT_WINDOW**n_axes  # one photon over the box, in image units
-    var = _anscombe_variance(np.maximum(pilot, floor), model.gain, model.sigma)
+    flat = var.reshape(-1)  # the filter's own output: contiguous, a view
+    for i in range(0, flat.size, _VARIANCE_CHUNK):  # sample by sample: chunks give the same values as the whole
+        pilot = inverse_anscombe(flat[i:i + _VARIANCE_CHUNK], model.gain, model.sigma)
+        flat[i:i + _VARIANCE_CHUNK] = _anscombe_variance(np.maximum(pilot, floor), model.gain, model.sigma)
+    del flat
     if not has_channels:
         return [var]
     if var.shape[-1] == 3:

@@ -80,19 +80,19 @@ def _denoise_volume(vol: np.ndarray, lam: float, penalty: str, plan: _Plan, pena
             row, unshifted = unshifted, None
         else:
             row = plan.forward(vol, s)
-        scale = None if var_map is None else np.sqrt(plan.coeff_var(var_map, s))
+        bands = None if var_map is None else plan.band_vars(var_map, s)  # a level's cells, not a volume
         step()
-        if scale is not None:
-            row /= scale
+        for lo, hi, v in bands or ():
+            row[lo:hi] /= np.sqrt(v)
         _shrink_rows(row.reshape(1, -1), lam, penalty, plan, penalize_approx, level_weights)
-        if scale is not None:
-            row *= scale
-            del scale
+        for lo, hi, v in bands or ():
+            row[lo:hi] *= np.sqrt(v)
+        del bands
+        _free_scratch()  # the prox keeps a volume of scratch per thread for its next call: not while transforming
         step()
         plan.add_inverse(row, s, acc)
         del row
         step()
-    _free_scratch()  # the prox keeps a volume of scratch per thread for its next call: none on this volume
     if len(shifts) > 1:
         acc /= len(shifts)
     return acc
@@ -151,20 +151,21 @@ def _wiener_reach(levels: int, n_axes: int) -> int:
 
 
 def _wiener_plane(plane: np.ndarray, pilot: np.ndarray, sigma: float, plan: _Plan, n_shifts: int,
-                  steps: Steps | None = None, var_map: np.ndarray | None = None) -> np.ndarray:
+                  steps: Steps | None = None, var_map: np.ndarray | None = None,
+                  var_factor: float = 1.0) -> np.ndarray:
     """Empirical Wiener filter of ``plane`` with the gains of ``pilot``, averaged over the same shifts.
 
     Each detail coefficient ``c`` becomes ``c * p**2 / (p**2 + sigma**2)``, ``p``
     the pilot's coefficient in the same basis (``sigma**2``: the
-    coefficient's own noise variance from ``var_map`` when given);
+    coefficient's own noise variance from ``var_factor * var_map`` when given);
     approximation coefficients are kept. ``steps()`` after each transform
     pair and each inverse.
     """
     step = steps if steps is not None else (lambda: None)
     s2 = float(sigma) ** 2
     shifts = _shifts(n_shifts, len(plan.shape))
-    if len(plan.shape) == 3 and var_map is None:
-        return _wiener_volume(plane, pilot, s2, plan, shifts, step)
+    if len(plan.shape) == 3:
+        return _wiener_volume(plane, pilot, s2, plan, shifts, step, var_map, var_factor)
     acc = None
     for s in shifts:
         c = plan.forward(plane, s)
@@ -172,7 +173,7 @@ def _wiener_plane(plane: np.ndarray, pilot: np.ndarray, sigma: float, plan: _Pla
         step()
         p *= p
         if var_map is not None:
-            v = plan.coeff_var(var_map, s)
+            v = plan.coeff_var(var_map, s, var_factor)
             gain = np.divide(p, p + v, out=np.ones_like(p), where=p + v > 0)
         elif s2 > 0:
             gain = np.divide(p, p + s2, out=p)  # in place: a plane's transforms are most of the stage's time
@@ -190,26 +191,39 @@ def _wiener_plane(plane: np.ndarray, pilot: np.ndarray, sigma: float, plan: _Pla
 _GAIN_CHUNK = 1 << 20
 
 
-def _gain_in_place(p2: np.ndarray, s2: float) -> None:
-    """``p2 / (p2 + s2)`` into ``p2``, a chunk at a time (no view of it outlives the call: it is freed when done)."""
+def _gain_in_place(p2: np.ndarray, s2: float | np.ndarray) -> None:
+    """``p2 / (p2 + s2)`` into ``p2``, a chunk at a time (no view of it outlives the call: it is freed when done).
+
+    ``s2`` an array (one variance per coefficient): 1 where ``p2 + s2`` is not positive, as :func:`_wiener_plane`.
+    """
     for i in range(0, p2.size, _GAIN_CHUNK):
         g = p2[i:i + _GAIN_CHUNK]
-        np.divide(g, g + s2, out=g)
+        if np.ndim(s2) == 0:
+            np.divide(g, g + s2, out=g)
+            continue
+        d = g + s2[i:i + _GAIN_CHUNK]
+        positive = d > 0
+        np.divide(g, d, out=g, where=positive)
+        g[~positive] = 1.0
 
 
 def _wiener_volume(vol: np.ndarray, pilot: np.ndarray, s2: float, plan: _Plan, shifts: list[tuple[int, ...]],
-                   step) -> np.ndarray:
-    """:func:`_wiener_plane` of a volume in white noise of variance ``s2``: the same values, in less memory.
+                   step, var_map: np.ndarray | None = None, var_factor: float = 1.0) -> np.ndarray:
+    """:func:`_wiener_plane` of a volume: the same values, in less memory.
 
-    The pilot's coefficients become the gains in place, the volume's coefficients are multiplied into them
-    as its transform makes them, and their inverse is added to the sum slab by slab: one volume of
-    coefficients and one of working memory besides the pilot and the sum.
+    The pilot's coefficients become the gains in place (band by band from the cells' variances under
+    ``var_map``), the volume's coefficients are multiplied into them as its transform makes them, and their
+    inverse is added to the sum slab by slab: one volume of coefficients and one of working memory besides
+    the pilot and the sum.
     """
     acc = np.zeros(plan.shape)
     for s in shifts:
         gain = plan.forward(pilot, s)
         gain *= gain
-        if s2 > 0:
+        if var_map is not None:
+            for lo, hi, v in plan.band_vars(var_map, s, var_factor)[1:]:  # the approximation is kept: no gain
+                _gain_in_place(gain[lo:hi], v)
+        elif s2 > 0:
             _gain_in_place(gain, s2)
         else:
             gain[:] = 1.0

@@ -129,33 +129,68 @@ class _Plan:
 
         wavelet_inverse_slabs(c, self.wavelet, self.splits, self.padded, emit)
 
-    def coeff_var(self, var_map: np.ndarray, shift: tuple[int, ...] | None = None) -> np.ndarray:
-        """Noise variance of each coefficient (flat) for independent noise of variance ``var_map`` per sample.
+    def coeff_var(self, var_map: np.ndarray, shift: tuple[int, ...] | None = None, factor: float = 1.0) -> np.ndarray:
+        """Noise variance of each coefficient (flat) for independent noise of variance ``factor * var_map`` per sample.
 
         A coefficient's variance is ``var_map`` weighted by its basis
         function squared; this takes the mean of ``var_map`` over the cell of
         its band's grid (exact for a constant map, and for Haar), padded and
-        shifted as :meth:`forward` does.
+        shifted as :meth:`forward` does. :meth:`band_vars` gives the same values band by band.
         """
-        v = var_map
-        if self.padded != self.shape:
-            v = np.pad(v, [(0, p - s) for s, p in zip(self.shape, self.padded, strict=True)], mode="symmetric")
-        if shift is not None and any(shift):
-            v = np.roll(v, shift, axis=tuple(range(v.ndim)))
         out = np.empty(self.n_coeffs)
-        bands = band_layout(self.padded, self.splits)
-        for level, mask in enumerate(self.splits, start=1):
-            # halve the axes this level splits: cell means of the previous level's cell means
-            for a in range(v.ndim):
-                if (mask >> a) & 1:
-                    even = tuple(slice(0, None, 2) if b == a else slice(None) for b in range(v.ndim))
-                    odd = tuple(slice(1, None, 2) if b == a else slice(None) for b in range(v.ndim))
-                    v = 0.5 * (v[even] + v[odd])
-            for b in bands[1:]:
-                if b.level == level:
-                    out[b.start:b.start + b.size] = v.ravel()
-        out[: self.n_approx] = v.ravel()
+        for lo, hi, v in self.band_vars(var_map, shift, factor):
+            out[lo:hi] = v
         return out
+
+    def band_vars(self, var_map: np.ndarray, shift: tuple[int, ...] | None = None,
+                  factor: float = 1.0) -> list[tuple[int, int, np.ndarray]]:
+        """:meth:`coeff_var` as ``(start, stop, variances)`` of each band, the approximation first.
+
+        The bands of a level share one array of cell means: about an eighth of a volume of float64 in all,
+        where :meth:`coeff_var` fills a volume, and the padded, shifted map is never made whole.
+        """
+        levels = self._cell_means(var_map, shift, factor)
+        bands = band_layout(self.padded, self.splits)
+        return [(0, self.n_approx, levels[-1].ravel())] + [
+            (b.start, b.start + b.size, levels[b.level - 1].ravel()) for b in bands[1:]]
+
+    def _cell_means(self, var_map: np.ndarray, shift: tuple[int, ...] | None, factor: float) -> list[np.ndarray]:
+        """The means of ``factor * var_map`` (padded, shifted) over each level's cells, level 1 first.
+
+        Level 1 is made a chunk of its first axis at a time, read through :meth:`_index`'s maps: the same
+        values as the map padded and shifted whole, then halved axis by axis (the same sums in the same order).
+        """
+        ndim = len(self.shape)
+        index = self._index(shift) or [np.arange(n) for n in self.shape]
+        mask = self.splits[0]
+        halved = [(mask >> a) & 1 for a in range(ndim)]
+        cell = tuple(p >> h for p, h in zip(self.padded, halved, strict=True))
+        first = np.empty(cell)
+        per_row = int(np.prod(cell[1:], dtype=np.int64)) << (halved[0] + sum(halved))
+        rows = max(1, _CELL_CHUNK // max(per_row, 1))
+        for r0 in range(0, cell[0], rows):
+            r1 = min(cell[0], r0 + rows)
+            v = np.take(var_map, index[0][r0 << halved[0]:r1 << halved[0]], axis=0)
+            for a in range(1, ndim):
+                if index[a].size != v.shape[a] or np.any(index[a] != np.arange(index[a].size)):
+                    v = np.take(v, index[a], axis=a)
+            if factor != 1.0:
+                v = factor * v
+            first[r0:r1] = self._halve(v, mask)
+        out = [first]
+        for mask in self.splits[1:]:
+            out.append(self._halve(out[-1], mask))
+        return out
+
+    @staticmethod
+    def _halve(v: np.ndarray, mask: int) -> np.ndarray:
+        """Cell means of ``v`` over the axes ``mask`` splits: pairs averaged, one axis after the other."""
+        for a in range(v.ndim):
+            if (mask >> a) & 1:
+                even = tuple(slice(0, None, 2) if b == a else slice(None) for b in range(v.ndim))
+                odd = tuple(slice(1, None, 2) if b == a else slice(None) for b in range(v.ndim))
+                v = 0.5 * (v[even] + v[odd])
+        return v
 
     def level_tree(self, level_weights: np.ndarray | None) -> Tree:
         """The tree with the detail groups of level l weighted ``level_weights[l - 1]`` (None: all 1)."""
@@ -163,6 +198,10 @@ class _Plan:
             return self.tree
         w = np.concatenate([[1.0], level_weights])[self.node_level] * self.tree.weights
         return self.tree.with_weights(w)
+
+
+# Samples of the padded, shifted variance map read at once by :meth:`_Plan.band_vars`: 8 MB of float64.
+_CELL_CHUNK = 1 << 20
 
 
 @lru_bytes

@@ -199,13 +199,13 @@ class WaveletTree:
         del coeffs
         # the strength scales the noise level the Wiener stage removes too, so that the dial goes to the image
         s = self.strength
-        w_sigma, w_var = (None, None) if sigma is None else (s * sigma, None if var_map is None else s * s * var_map)
+        w_sigma = None if sigma is None else s * sigma  # the variance map's factor is s * s: no second map made
         for wiener_plan, k in _wiener_passes(plan, self.n_shifts) if self.wiener else []:
             if lam * self.strength == 0:  # nothing shrunk: the unit itself, which is no pilot for its own gains
                 if steps is not None:
                     steps(2 * k)
                 continue
-            out = _wiener_plane(unit, out, w_sigma, wiener_plan, k, steps, w_var)
+            out = _wiener_plane(unit, out, w_sigma, wiener_plan, k, steps, None if sigma is None else var_map, s * s)
         return out
 
 
