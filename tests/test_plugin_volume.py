@@ -42,6 +42,7 @@ class Counting:
     def __init__(self, a):
         self.a, self.shape, self.dtype, self.ndim = a, a.shape, a.dtype, a.ndim
         self.reads = []
+        self.in_gui: list[int] = []  # what the main (GUI) thread read: napari draws in it
         self.planes: set[int] = set()  # the first axis' indices read
         self._lock = threading.Lock()
 
@@ -50,9 +51,11 @@ class Counting:
 
         with self._lock:
             self.reads.append(int(np.size(out)))
-            if np.size(out):
+            if np.size(out):  # (Dask reads an empty slice for its meta)
                 first = key[0] if isinstance(key, tuple) else key
                 self.planes.update(range(self.shape[0])[first] if isinstance(first, slice) else [int(first)])
+                if threading.current_thread() is threading.main_thread():
+                    self.in_gui.append(int(np.size(out)))
         return out
 
 
@@ -261,7 +264,8 @@ def test_a_dask_volume_with_photon_noise_reads_only_a_sample_to_estimate(make_na
     assert 0.07 < out.metadata["restore"]["noise"]["gain"] < 0.13 and infos
 
 
-def test_a_multiscale_layer_gives_a_lazy_multiscale_result(make_napari_viewer, qtbot, errors):
+def _pyramid_in_denoise(make_napari_viewer, qtbot):
+    """A multiscale Dask layer of two levels over counting stores, chosen in a docked Denoise widget."""
     _, noisy = _blobs((6, 128, 128))
     stores = [Counting(noisy), Counting(noisy[:, ::2, ::2].copy())]
     levels = [da.from_array(stores[0], chunks=(1, 128, 128)), da.from_array(stores[1], chunks=(1, 64, 64))]
@@ -269,13 +273,19 @@ def test_a_multiscale_layer_gives_a_lazy_multiscale_result(make_napari_viewer, q
     src = viewer.add_image(levels, multiscale=True, name="pyramid", contrast_limits=(0, 1))
     widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
     widget.image.value = src
+    return viewer, widget, stores, levels
+
+
+def test_a_multiscale_layer_gives_a_lazy_multiscale_result(make_napari_viewer, qtbot, errors):
+    viewer, widget, stores, levels = _pyramid_in_denoise(make_napari_viewer, qtbot)
     [out] = press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)
     qtbot.wait(200)
     assert not errors and out.multiscale
     assert [lv.shape for lv in out.data] == [lv.shape for lv in levels]
     assert all(isinstance(lv, da.Array) for lv in out.data)
     # the full resolution: the plane shown and the noise sample's, no other (never loaded whole)
-    assert len(stores[0].planes) <= 2 and sum(stores[0].reads) <= 3 * noisy[0].size
+    plane = stores[0].a[0].size
+    assert len(stores[0].planes) <= 2 and sum(stores[0].reads) <= 3 * plane
 
 
 def test_a_multiscale_result_is_drawn_without_computing_in_the_gui_thread(make_napari_viewer, qtbot, errors):
@@ -283,31 +293,15 @@ def test_a_multiscale_result_is_drawn_without_computing_in_the_gui_thread(make_n
     the widget computes both before adding the layer, so that drawing reads nothing."""
     import dask
 
-    _, noisy = _blobs((6, 128, 128))
-    main = threading.main_thread()
-
-    class Store(Counting):  # what the main (GUI) thread reads once the source is drawn
-        in_gui: list[int] = []
-
-        def __getitem__(self, key):
-            out = super().__getitem__(key)
-            if threading.current_thread() is main and np.size(out):  # (Dask reads an empty slice for its meta)
-                self.in_gui.append(np.size(out))
-            return out
-
-    stores = [Store(noisy), Store(noisy[:, ::2, ::2].copy())]
-    levels = [da.from_array(stores[0], chunks=(1, 128, 128)), da.from_array(stores[1], chunks=(1, 64, 64))]
-    viewer = make_napari_viewer()
-    src = viewer.add_image(levels, multiscale=True, name="pyramid", contrast_limits=(0, 1))
-    widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
-    widget.image.value = src
+    viewer, widget, stores, _ = _pyramid_in_denoise(make_napari_viewer, qtbot)
     qtbot.wait(200)
-    Store.in_gui.clear()  # napari has drawn the source: from here on, any read in the GUI thread is the result's
+    for store in stores:  # napari has drawn the source: from here on, any read in the GUI thread is the result's
+        store.in_gui.clear()
     with dask.config.set(scheduler="synchronous"):  # every Dask task in the thread that asks for it
         [out] = press(qtbot, viewer, widget, widget.apply_button, timeout=TIMEOUT)
         qtbot.wait(300)
     assert not errors and out.multiscale and out.thumbnail.any()
-    assert Store.in_gui == []
+    assert [store.in_gui for store in stores] == [[], []]
 
 
 def test_one_plane_of_an_in_memory_pyramids_result_denoises_that_plane(make_napari_viewer, qtbot, errors):
@@ -479,18 +473,7 @@ def test_a_lazy_volume_result_is_shown_without_computing_in_the_gui_thread(make_
     import dask
 
     _, noisy = _blobs((160, 64, 64))
-    main = threading.main_thread()
-
-    class Store(Counting):  # records what the main (GUI) thread reads: napari draws in it
-        in_gui = []
-
-        def __getitem__(self, key):
-            out = super().__getitem__(key)
-            if threading.current_thread() is main and np.size(out):  # (Dask reads an empty slice for its meta)
-                self.in_gui.append(np.size(out))
-            return out
-
-    store = Store(noisy)
+    store = Counting(noisy)
     viewer = make_napari_viewer()
     widget = dock(viewer, qtbot, DENOISE, timeout=TIMEOUT)
     src = viewer.add_image(da.from_array(store, chunks=(16, 32, 32)), name="lazy volume", contrast_limits=(0, 1),
