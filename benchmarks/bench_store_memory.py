@@ -6,8 +6,9 @@ line with its defaults on ``--threads`` cores (``RESTORE_NUM_THREADS``), in a
 fresh process. Its peak resident memory is sampled with psutil every 20 ms
 over the whole process tree (the command and any child it starts), and the
 kernel's own high-water mark of the command (VmHWM) is read at its end; the
-wall and CPU times are reported too. The target: below 0.75 GB whatever the
-size. With ``--check-planes P`` the result of a P-plane store is compared
+wall and CPU times are reported too, and the CPU seconds a MB, which stay
+put if the time is linear in the size. The target: below 0.75 GB whatever
+the size. With ``--check-planes P`` the result of a P-plane store is compared
 with the library on the same volume in memory (PSNR against the clean
 volume; target: within 0.05 dB). The tables go to
 ``benchmarks/results/bench_store_memory.md``, with the machine's load
@@ -15,7 +16,7 @@ average after each size (the timings are those of a shared machine).
 
 Run from the repository root::
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_store_memory.py --mb 64 256 1024 --check-planes 64
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_store_memory.py --mb 256 512 1024 --check-planes 128
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ from _report import load_avg, record_results  # noqa: E402
 PLANE = 512  # voxels along y and x
 CHUNKS = (32, 128, 128)  # the store's chunks (a common OME-Zarr chunking)
 SAMPLE_S = 0.02  # seconds between two samples of the process tree's resident memory
+#: Largest ratio between the CPU seconds a MB of two sizes for the time to count as linear in the size: blocks at
+#: the volume's borders overlap less, so small stores cost a little less a MB.
+LINEAR_SPREAD = 1.25
 
 _CHILD = r"""
 import sys, resource
@@ -123,7 +127,8 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="folder of the temporary stores (default: the system's)")
     args = ap.parse_args()
     print(f"{'store MB':>9} {'shape':>16} {'tree peak MB':>13} {'VmHWM MB':>9} {'wall s':>8} {'CPU s':>8} "
-          f"{'load after':>16}")
+          f"{'CPU s/MB':>9} {'load after':>16}")
+    per_mb = []
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         tmp = Path(tmp)
         for mb in args.mb:
@@ -131,11 +136,17 @@ def main() -> None:
             src = tmp / f"in{planes}.zarr"
             make_store(src, planes)
             r = run(src, tmp / "out.zarr", args.threads)
+            per_mb.append(r["CPU s"] / mb)
             print(f"{mb:>9} {f'{planes}x{PLANE}x{PLANE}':>16} {r['tree peak MB']:>13.0f} {r['VmHWM MB']:>9.0f} "
-                  f"{r['wall s']:>8.1f} {r['CPU s']:>8.1f} {load_avg():>16}", flush=True)
+                  f"{r['wall s']:>8.1f} {r['CPU s']:>8.1f} {per_mb[-1]:>9.3f} {load_avg():>16}", flush=True)
             import shutil
 
             shutil.rmtree(src)
+        if len(per_mb) > 1:  # linear: the CPU a MB stays put (wall times follow it on a machine of one's own)
+            spread = max(per_mb) / min(per_mb)
+            print(f"\nCPU seconds a MB: {min(per_mb):.3f} to {max(per_mb):.3f}, a spread of {spread:.2f}x over "
+                  f"{max(args.mb) / min(args.mb):.0f}x the size (linear: within {LINEAR_SPREAD}x): "
+                  f"{'met' if spread <= LINEAR_SPREAD else 'NOT met'}")
         if args.check_planes:
             cli, mem = check(args.check_planes, args.threads, tmp)
             print(f"{args.check_planes} planes: PSNR command {cli:.3f} dB, in memory {mem:.3f} dB, "
