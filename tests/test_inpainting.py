@@ -181,6 +181,25 @@ def test_refilling_only_the_regions_next_to_newly_known_pixels_is_the_whole_solv
     np.testing.assert_allclose(again[mask], biharmonic_fill(img, mask, direct=True)[mask], atol=1e-10)
 
 
+def test_a_hole_too_large_to_factor_is_solved_again_to_the_final_tolerance(monkeypatch):
+    # a hole over the factorisation's limit is solved by conjugate gradients to the first pass's tolerance: the last
+    # interpolant solves it again even where no held-out pixel touches it (the result of the whole re-solve)
+    import restore.inpainting as ri
+    from skimage import data
+
+    img = data.camera() / 255.0
+    mask = np.zeros(img.shape, bool)
+    mask[100:360, 100:360] = True  # 67,600 px in one region
+    for r in range(400, 500, 13):
+        mask[r:r + 3, 5:500] = True  # strokes: where the held-out pixels are
+    hole = np.zeros_like(mask)
+    hole[100:360, 100:360] = True
+    out = inpaint(img, mask, rng=0)
+    monkeypatch.setattr(ri, "refill", lambda run, missing: missing)  # the whole mask solved again
+    whole = inpaint(img, mask, rng=0)
+    np.testing.assert_allclose(out[hole], whole[hole], atol=1e-6)
+
+
 def _edges(n=64):
     """A grey image of two flat regions with a slanted edge, as 3 channels."""
     y, x = np.mgrid[0:n, 0:n]

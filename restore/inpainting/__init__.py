@@ -257,7 +257,9 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     log.info("dictionary ready in %.2f s", time.perf_counter() - t0)
     # 2. the start: the biharmonic interpolant, 3. sharpened at edges by the diffusion
     t0 = time.perf_counter()
-    start = biharmonic_fill(work, run, steps, direct=not dense, clip=not dense, n_threads=default_num_threads())
+    exact = np.zeros(run.shape, dtype=bool)  # the pixels solved by the factorisation, not to a tolerance
+    start = biharmonic_fill(work, run, steps, direct=not dense, clip=not dense, n_threads=default_num_threads(),
+                            exact=exact)
     del work  # from here on, the estimate's arrays only (the peak memory of 16 MP photos)
     interpolant = start[run]
     start, diffused = sharpen(start, run, default_num_threads(), steps.callback(n_cycles), time=eed_time)
@@ -365,11 +367,13 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     interpolant = None  # noqa: F841 - the memory of 16 MP photos
     redo = M
     if not dense:
-        # the exact interpolant of the mask's regions that no held-out pixel touches is the run's: only the others
+        # the exact interpolant of the mask's regions that no held-out pixel touches is the run's where it was
+        # factorised: only the others, and those solved by conjugate gradients to the first pass's looser tolerance,
         # are solved again (the others' values then stand as known, out of reach of the regions solved)
         lo, hi = known_range(full, M)
         if np.array_equal((lo, hi), known_range(full, run)):
-            redo = refill(run, M)
+            redo = refill(run, M) | (M & ~exact)
+    del exact
     values = biharmonic_fill(full, redo, steps, warm=True, rtol=_FINAL_CG_TOL, direct=not dense,
                              clip=not dense, n_threads=default_num_threads())[M]
     values += change[in_m]

@@ -33,7 +33,7 @@ _DIRECT_CHUNK = 4_000
 
 def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = None, *,
                     warm: bool = False, rtol: float = _CG_TOL, direct: bool = False, clip: bool = False,
-                    n_threads: int = 1) -> np.ndarray:
+                    n_threads: int = 1, exact: np.ndarray | None = None) -> np.ndarray:
     """The image (channels last) with its missing pixels set to the biharmonic interpolant of the known ones.
 
     The interpolant of :func:`skimage.restoration.inpaint_biharmonic` (up
@@ -53,6 +53,9 @@ def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = 
     scikit-image's (the exact interpolant of a large hole can carry the
     slope at its rim far past every known value). ``n_threads``: bands solved
     at once, with ``direct`` only (thin masks: little memory per band).
+    ``exact``: a boolean array of the mask's shape, set True at the missing
+    pixels solved by the factorisation and False at those solved by
+    conjugate gradients (to ``rtol`` only).
     """
     H, W, n_ch = img.shape
     out = img.copy()
@@ -71,6 +74,8 @@ def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = 
         core[r0 - a:r1 - a] = True
         # the band's missing pixels in row-major order, of which those of the core rows are m's
         regions = _regions(sub) if direct else None
+        if exact is not None:
+            exact[r0:r1] = m if regions is not None else False
         vals = _biharmonic_band(img[a:b], sub, shared, warm, rtol, regions)[core[sub]]
         out[r0:r1][m] = np.clip(vals, lo, hi) if clip and np.all(lo <= hi) else vals
 
@@ -133,8 +138,11 @@ def refill(run: np.ndarray, missing: np.ndarray) -> np.ndarray:
     ``missing`` is a subset of ``run``. The regions of the biharmonic system
     (see :func:`_regions`) of ``run`` that hold none of the newly known
     pixels are regions of ``missing`` with the same known neighbours: their
-    exact interpolant is the same. (The clipping to the known range may
-    differ: callers check :func:`known_range` too.)
+    exact interpolant is the same. Only an exact one, though: where the
+    run's was solved by conjugate gradients (see ``exact`` of
+    :func:`biharmonic_fill`), its values are only as close as that solve's
+    tolerance, and callers solve those pixels again too. (The clipping to
+    the known range may differ: callers check :func:`known_range` too.)
     """
     from scipy import ndimage
 
