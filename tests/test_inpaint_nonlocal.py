@@ -106,3 +106,14 @@ def test_random_loss_is_never_worse_than_biharmonic(name, crop):
     # 0.01 dB: ties (nothing kept) differ by the solve's tolerance; the defect was -1.2 and -2.6 dB
     assert masked_psnr(out, img, mask) > masked_psnr(inpaint_biharmonic(img, mask, channel_axis=axis), img,
                                                      mask) - 0.01
+
+
+def test_under_random_loss_every_reference_is_coded_in_every_pass(texture, monkeypatch):
+    # as the dictionary's patches: under random loss the estimate keeps moving around every patch, so none is taken
+    # as settled (on strokes and holes they settle, and are skipped)
+    import restore.inpainting.grouping as grouping
+
+    mask = np.random.default_rng(2).random((128, 128)) < 0.5
+    out = inpaint(texture, mask, prior=False)
+    monkeypatch.setattr(grouping, "_SETTLE_PASSES", 10**6)  # no pass skips a reference
+    np.testing.assert_array_equal(out, inpaint(texture, mask, prior=False))

@@ -159,6 +159,21 @@ def test_interpolant_in_bands_is_skimage_biharmonic(rng):
     with pytest.raises(Cancelled):
         biharmonic_fill(img, mask, Steps(cancel, 100), direct=True, n_threads=2)
     assert len(seen) == 3  # no report after the one that cancelled
+    # inpaint's progress may come from the bands' threads, but one report at a time
+    import threading
+    import time
+
+    active, most, names = [0], [0], set()
+
+    def one_at_a_time(done, total):
+        active[0] += 1
+        most[0] = max(most[0], active[0])
+        names.add(threading.current_thread().name)
+        time.sleep(1e-3)
+        active[0] -= 1
+
+    biharmonic_fill(img, mask, Steps(one_at_a_time, 100), direct=True, n_threads=2)
+    assert most[0] == 1 and all(n.startswith("restore-biharmonic") for n in names)
 
 
 def test_refilling_only_the_regions_next_to_newly_known_pixels_is_the_whole_solve(photo):

@@ -98,7 +98,8 @@ def inpaint(
     whose missing pixels have settled is not coded again, the non-local
     passes are made only when the first, tried on the references next to
     the held-out pixels, fits those better, and the result's interpolant
-    is solved again only where the held-out pixels touch the mask.
+    is solved again only where the held-out pixels touch the mask (and
+    where a region too large to factor was solved to a looser tolerance).
 
     Parameters
     ----------
@@ -173,7 +174,9 @@ def inpaint(
         mini-batches of the dictionary's adaptation, the bands and
         conjugate-gradient iterations of the interpolation, the cycles of
         the diffusion and the batches of patches. It may raise
-        :class:`restore.Cancelled` to stop (nothing is returned then).
+        :class:`restore.Cancelled` to stop (nothing is returned then). It
+        may be called from worker threads (the bands of the interpolation
+        solved at once), never two calls at a time.
 
     Returns
     -------
@@ -338,7 +341,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
             pilot.reshape(-1)[held] = True
         with ThreadPoolExecutor(n_threads, thread_name_prefix="restore-inpaint") as pool:
             group_passes(L, run, settings, plan, pool=pool, n_threads=n_threads, progress=steps, after_pass=after_pass,
-                         pilot=pilot, promising=None if pilot is None else promising)
+                         pilot=pilot, promising=None if pilot is None else promising, settle=clustered)
         if held is None:
             second = L0[run_idx] - before
         log.info("non-local passes in %.2f s", time.perf_counter() - t0)

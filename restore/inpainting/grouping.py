@@ -37,6 +37,7 @@ _STRIP_ROWS = 48  # rows of reference origins per strip: the features of a strip
 # moved by at least _SETTLED (times the sd of the known luminance) in the last pass that coded it
 _SETTLE_PASSES = 1
 _SETTLED = 0.02
+_SD_BAND_PX = 1 << 20  # pixels per band of rows of the known pixels' sd: its temporaries stay a few MB
 _WINDOW_SD = 0.5  # sd of the Gaussian weights of a patch's pixels in the average, in patch sides
 
 
@@ -128,7 +129,7 @@ def n_group_steps(plan: list[np.ndarray], height: int, s: GroupSettings) -> int:
 def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: list[np.ndarray], *,
                  pool: ThreadPoolExecutor, n_threads: int, progress: Callable[[], None] | None = None,
                  after_pass: Callable[[int], bool] | None = None, pilot: np.ndarray | None = None,
-                 promising: Callable[[], bool] | None = None) -> np.ndarray:
+                 promising: Callable[[], bool] | None = None, settle: bool = True) -> np.ndarray:
     """Refine the missing pixels of ``U`` (C, H, W, float64, C-contiguous) in place; returns it.
 
     Patches are matched on channel 0 (the luminance); every channel is
@@ -140,6 +141,10 @@ def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: lis
     pilot pixels first, and ``promising()`` then reads ``U`` as that part
     of the pass leaves it; False skips every pass (``U`` unchanged), True
     codes the other references and ends the pass as without a pilot.
+    ``settle``: from pass ``_SETTLE_PASSES`` on, a reference whose missing
+    pixels all moved less than ``_SETTLED`` in the last pass is not coded
+    again (strokes and holes; under random loss the estimate keeps moving
+    around every patch).
     """
     lams = np.geomspace(s.lams[0], s.lams[1], len(plan)) if len(plan) > 1 else np.array([s.lams[1]])
     budget = _Budget(progress)
@@ -148,7 +153,7 @@ def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: lis
     # how far each missing pixel moved in the last pass that coded it (known pixels: 0)
     moved = np.zeros(missing.shape, dtype=np.float32)
     moved.reshape(-1)[idx] = np.inf
-    settled = _SETTLED * float(np.std(U[0][~missing])) if (~missing).any() else 0.0
+    settled = _SETTLED * _known_sd(U[0], missing) if settle else 0.0
     H = missing.shape[0]
 
     def update(num: np.ndarray, den: np.ndarray, track: bool) -> None:
@@ -163,7 +168,7 @@ def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: lis
 
     for k, (lam, refs) in enumerate(zip(lams, plan, strict=True)):
         budget.start(n_group_steps([refs], H, s))
-        if k >= _SETTLE_PASSES:
+        if settle and k >= _SETTLE_PASSES:
             # references whose missing pixels all moved less than the threshold last time have settled
             refs = refs[(gather(moved, refs[:, 0], refs[:, 1], s.patch) >= settled).any(axis=1)]
         if k == 0 and pilot is not None and promising is not None:
@@ -189,6 +194,18 @@ def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: lis
         if after_pass is not None and not after_pass(k):
             break
     return U
+
+
+def _known_sd(L: np.ndarray, missing: np.ndarray) -> float:
+    """The sd of the known pixels of ``L`` (0 when none), a band of rows at a time: no copy of them (16 MP photos)."""
+    step = max(1, _SD_BAND_PX // max(1, L.shape[1]))
+    rows = range(0, L.shape[0], step)
+    n = sum(int(np.count_nonzero(~missing[r:r + step])) for r in rows)
+    if n == 0:
+        return 0.0
+    mean = sum(float(np.sum(L[r:r + step], where=~missing[r:r + step])) for r in rows) / n
+    return float(np.sqrt(sum(float(np.sum(np.square(L[r:r + step] - mean), where=~missing[r:r + step]))
+                             for r in rows) / n))
 
 
 class _Budget:
