@@ -26,14 +26,25 @@ def _peak_bytes(shape: tuple[int, ...], **kw) -> int:
         tracemalloc.stop()
 
 
-@pytest.mark.parametrize("kw", [{}, {"lam": 0.05, "sigma": 0.1}], ids=["defaults", "lam given"])
-def test_volume_costs_at_most_40_bytes_a_voxel(kw):
+# photon noise: the data stabilised (a float64 volume) and its variance map, the shrinkage in their units
+PHOTON = {"noise": "poisson-gaussian", "gain": 0.01, "sigma": 0.02}
+# Photon noise's bound: its Wiener stage holds five volumes (data, variance map, pilot, sum, gains); 50 bytes a voxel
+# measured (it was 100), issue 29's 40 not reached yet: a guard against growing again, not the target
+MAX_PHOTON_BYTES_PER_VOXEL = 55
+
+
+@pytest.mark.parametrize(("kw", "bound"), [
+    ({}, MAX_BYTES_PER_VOXEL), ({"lam": 0.05, "sigma": 0.1}, MAX_BYTES_PER_VOXEL),
+    (PHOTON, MAX_PHOTON_BYTES_PER_VOXEL)],
+    ids=["defaults", "lam given", "photon noise"])
+def test_volume_costs_at_most_40_bytes_a_voxel(kw, bound):
     # the growth of the peak between two sizes: bytes per voxel, without what does not grow with the volume (the
     # SURE sample, the transform's slabs, the interpreter); tracemalloc counts allocations, not touched pages
-    denoise_wavelet_tree(np.full((16, 32, 32), 0.5, np.float32), axes=(0, 1, 2), cycle_spins=8)  # plans, kernels
+    warm = np.full((16, 32, 32), 0.5, np.float32)
+    denoise_wavelet_tree(warm, axes=(0, 1, 2), cycle_spins=8, **kw)  # plans, kernels, imports and tables of kw's path
     small, large = (32, 256, 256), (64, 256, 256)
     per_voxel = (_peak_bytes(large, **kw) - _peak_bytes(small, **kw)) / (np.prod(large) - np.prod(small))
-    assert per_voxel <= MAX_BYTES_PER_VOXEL
+    assert per_voxel <= bound
 
 
 @pytest.mark.parametrize("wavelet", ["haar", "db2", "db3"])
