@@ -199,8 +199,9 @@ def test_refilling_only_the_regions_next_to_newly_known_pixels_is_the_whole_solv
 def test_a_hole_too_large_to_factor_is_solved_again_to_the_final_tolerance(monkeypatch):
     # a hole over the factorisation's limit is solved by conjugate gradients to the first pass's tolerance: the last
     # interpolant solves it again even where no held-out pixel touches it (the result of the whole re-solve)
-    import restore.inpainting as ri
     from skimage import data
+
+    import restore.inpainting as ri
 
     img = data.camera() / 255.0
     mask = np.zeros(img.shape, bool)
