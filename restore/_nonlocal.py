@@ -93,8 +93,6 @@ _SMOOTH_STRIDE = 6
 _SMOOTH_FULL = 0.25
 _SMOOTH_NONE = 0.35
 _SMOOTH_RADIUS = 8
-# pixels: stage 2's search window in 2-D (odd), smaller than stage 1's (see NonlocalSettings.window2)
-_WINDOW2_2D = 21
 
 # Chunks in flight on the pool per thread: enough to keep threads busy, few enough that finished chunks' buffers
 # wait little before being added.
@@ -137,12 +135,9 @@ class NonlocalSettings:
         always a reference. Work falls as the square (cube) of the stride.
     window, window2 : int, optional
         Side of the search window of stage 1 and of stage 2, pixels (odd):
-        25 and 21 (2-D: BM3D's 39 costs twice the matching for no gain; stage
-        2 matches on stage 1's estimate, whose matches are found nearer: 21
-        instead of 25 saves a tenth of the time for 0.005 dB on
-        ``benchmarks/bench_nonlocal.py``'s photos), 21 and 21 (3-D, within
-        the planes: thin filaments find their matches further away; 15 lost
-        0.3 dB on them).
+        25 and 25 (2-D: BM3D's 39 costs twice the matching for no gain), 21
+        and 21 (3-D, within the planes: thin filaments find their matches
+        further away; 15 lost 0.3 dB on them).
     window0 : int, optional
         3-D: the windows' side along the first axis (across the planes),
         voxels (odd; ``window`` or ``window2`` when larger): 7. Matching is
@@ -237,7 +232,7 @@ class NonlocalSettings:
             window=self.window if self.window is not None else (25 if d2 else 21),
         )
         s = replace(s, patch2=s.patch2 if s.patch2 is not None else (s.patch if d2 else 5),
-                    window2=s.window2 if s.window2 is not None else (_WINDOW2_2D if d2 else s.window),
+                    window2=s.window2 if s.window2 is not None else s.window,
                     window0=s.window0 if s.window0 is not None else (1 if d2 else _WINDOW0_3D))
         s = replace(s, penalty=s.penalty if s.penalty is not None else ("l2" if d2 else "l0"),
                     k2=s.k2 if s.k2 is not None else 16)
