@@ -71,14 +71,44 @@ def estimate_sigma(image: ArrayLike, *, channel_axis: int | None = None) -> floa
 _BLOCK = 16
 _BLOCK_QUANTILE = 0.1
 _BLOCK_BIAS = 0.909  # the 10th percentile of 16 x 16 block estimates on pure unit noise
+# Share of a plane's pixels at exactly its lowest or highest value from which it counts as clipped (a camera's or
+# an 8-bit file's saturation): noise with a continuous distribution repeats no extreme value
+_CLIP_SHARE = 0.005
+# Blocks with more than this share of their pixels clipped are not read: clipping cut their noise, and the low
+# quantile of the blocks' estimates would pick them
+_CLIP_BLOCK = 0.05
+
+
+def _blocks(d: np.ndarray, b: int) -> np.ndarray:
+    """The whole ``b`` x ``b`` blocks of a 2-D array, one per row."""
+    return d[: d.shape[0] // b * b, : d.shape[1] // b * b].reshape(d.shape[0] // b, b, d.shape[1] // b, b) \
+        .swapaxes(1, 2).reshape(-1, b * b)
+
+
+def _unclipped_blocks(p: np.ndarray, d: np.ndarray, b: int) -> np.ndarray | None:
+    """Which of the blocks of ``p``'s finest band ``d`` hold few clipped pixels; None when ``p`` is not clipped."""
+    at = (p == p.min()) | (p == p.max())
+    if at.mean() < _CLIP_SHARE:
+        return None
+    # the band's coefficient (i, j) is made of pixels 2i-2..2i+1, 2j-2..2j+1 (db2): a block's pixels, padded
+    rows, cols = 2 * d.shape[0] // b * b, 2 * d.shape[1] // b * b
+    grid = np.zeros((rows + 2, cols + 2), dtype=np.float64)
+    h, w = min(p.shape[0], rows), min(p.shape[1], cols)
+    grid[2:h + 2, 2:w + 2] = at[:h, :w]
+    share = _blocks(grid[:rows, :cols], 2 * b).mean(axis=1)
+    return share <= _CLIP_BLOCK
 
 
 def _noise_sigma(img: np.ndarray) -> float:
     planes = img.reshape(-1, *img.shape[-2:])
-    bands = [pywt.dwt2(np.asarray(p, dtype=np.float64), "db2", mode="symmetric")[1][2] for p in planes]  # float32 too
     b = _BLOCK
-    blocks = [d[: d.shape[0] // b * b, : d.shape[1] // b * b].reshape(d.shape[0] // b, b, d.shape[1] // b, b)
-              .swapaxes(1, 2).reshape(-1, b * b) for d in bands]
+    bands, blocks = [], []
+    for p in planes:
+        p = np.asarray(p, dtype=np.float64)  # float32 too
+        d = pywt.dwt2(p, "db2", mode="symmetric")[1][2]
+        keep = _unclipped_blocks(p, d, b)
+        bands.append(d)
+        blocks.append(_blocks(d, b) if keep is None or keep.sum() < 16 else _blocks(d, b)[keep])
     blocks = np.concatenate(blocks)
     if len(blocks) < 16:
         detail = np.concatenate([d.ravel() for d in bands])
