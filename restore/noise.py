@@ -436,6 +436,10 @@ def estimate_noise(image: ArrayLike, *, noise: str = "auto",
 # defaults about 0.5 GB whatever the volume.
 _WHOLE_MAX_VOXELS = 1 << 25  # 33.5 M voxels, 128 x 512 x 512
 
+# Images in memory of more voxels than this (per channel) are estimated on a central part too, as lazy ones: the
+# estimate reads its sample as float64, about 4 times its size at its peak; a 16 MP photograph is still read whole
+_IN_MEMORY_WHOLE_MAX = 1 << 24  # 16.8 M voxels
+
 #: Voxels (of one channel) of the central part of a lazy image the noise is estimated on: 32 MB as float64, held
 #: while the image is denoised, and its estimate's working memory (about 3 times that) before; about a million
 #: finest diagonal coefficients, far more smooth samples than the estimators need.
@@ -469,10 +473,11 @@ def noise_sample(image: Any, *, axes: Sequence[int] | None = None, channel_axis:
     ndarray
         In the image's dtype, in the layout :func:`estimate_noise` reads:
         the channels first, then the stacking axes, the spatial axes last.
-        An array in memory is returned whole (a view), unless it is a volume the
-        denoisers process in blocks (over 2**25 voxels). Of a lazy array
-        (and such a volume) only a central part of at most 2**22 voxels a
-        channel is read: whole planes of the last two spatial axes when they
+        An array in memory is returned whole (a view), unless it holds more
+        than 2**24 voxels a channel (a 16 MP photograph is read whole) or is
+        a volume the denoisers process in blocks (over 2**25 voxels). Of a
+        lazy array (and such an array) only a central part of at most 2**22
+        voxels a channel is read: whole planes of the last two spatial axes when they
         fit (else their central 2048 x 2048 pixels), as many of them around
         the middle of a third spatial axis as fit, and the middle index of
         every stacking axis; so a few chunks, never more.
@@ -503,7 +508,9 @@ def noise_sample(image: Any, *, axes: Sequence[int] | None = None, channel_axis:
         raise ValueError(f"axes must be 2 or 3 spatial axes of the image (shape {shape}), got {axes!r}")
     in_memory = isinstance(image, np.ndarray)
     index: list[Any] = [slice(None)] * ndim
-    if in_memory and (len(spatial) < 3 or int(np.prod([shape[a] for a in spatial])) <= _WHOLE_MAX_VOXELS):
+    per_channel = int(np.prod([n for a, n in enumerate(shape) if a != c_axis], dtype=np.int64))
+    if in_memory and per_channel <= _IN_MEMORY_WHOLE_MAX and (
+            len(spatial) < 3 or int(np.prod([shape[a] for a in spatial])) <= _WHOLE_MAX_VOXELS):
         part = image
     else:
         index = [slice(None) if a == c_axis else s // 2 for a, s in enumerate(shape)]  # stacking axes: the middle

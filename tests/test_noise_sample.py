@@ -88,3 +88,24 @@ def test_the_plugin_estimates_an_integer_layer_in_its_own_units():
     expected = restore.estimate_noise(restore.noise_sample(counts).astype(np.float64), noise="poisson-gaussian")
     got = _plugin_estimate(counts)
     assert got == expected and 0.8 < got.gain < 1.2
+
+
+def test_a_large_stack_in_memory_is_sampled_as_a_lazy_one_and_the_library_estimates_on_the_sample(monkeypatch):
+    # a 40 x 1024 x 1024 stack in memory was read whole, as float64 (335 MB for a 40 MB uint8 layer, in the plugin
+    # too): beyond 2**24 voxels a channel it is sampled as a Dask array is, and the library estimates on that sample
+    stack = np.zeros((40, 1024, 1024), np.uint8)
+    sample = restore.noise_sample(stack)
+    assert sample.size <= restore.noise.ESTIMATE_VOXELS and np.shares_memory(sample, stack)
+    import dask.array as da
+
+    assert np.array_equal(sample, restore.noise_sample(da.from_array(stack, chunks=(8, 256, 256))))
+    # the library's own estimate reads the sample too: a smaller stack over the (lowered) limit
+    monkeypatch.setattr(restore.noise, "_IN_MEMORY_WHOLE_MAX", 1 << 12)
+    rng = np.random.default_rng(0)
+    y = 0.5 + 0.1 * rng.standard_normal((6, 48, 64))
+    seen = []
+    real = restore.noise.estimate_noise
+    monkeypatch.setattr("restore.denoise._noise_model.estimate_noise",
+                        lambda x, **k: seen.append(x.shape) or real(x, **k))
+    restore.denoise_wavelet_tree(y, lam="rule")
+    assert seen == [restore.noise_sample(y).shape] and seen[0] != y.shape

@@ -18,6 +18,7 @@ import numpy as np
 from .._cache import call_scope
 from .._progress import ProgressCallback, Steps
 from .._validation import check_image, restore_dtype
+from ..noise import noise_sample
 from ._layout import _OPPONENT, Layout, _from_channels, _to_channels
 from ._noise_model import NoiseModel
 
@@ -101,7 +102,14 @@ def prepare(arr: np.ndarray, layout: Layout, noise: NoiseModel, *, block: bool =
     """
     img, c_axis = check_image(arr, channel_axis=layout.c_axis, spatial=len(layout.sp_axes), exact=exact)
     x = np.transpose(img, layout.order)
-    noise = noise.resolved(x, has_channels=c_axis is not None, check=not block, dtype=None if block else arr.dtype)
+    has_c = c_axis is not None
+    seen = x
+    if not noise.complete:  # estimated on the part the command line and the plugin estimate on too
+        n_sp = len(layout.sp_axes)
+        sample = noise_sample(x, axes=tuple(range(x.ndim - has_c - n_sp, x.ndim - has_c)),
+                              channel_axis=-1 if has_c else None)
+        seen = np.moveaxis(sample, 0, -1) if has_c else sample
+    noise = noise.resolved(seen, has_channels=has_c, check=not block, dtype=None if block else arr.dtype)
     return noise.stabilise(x), noise
 
 
