@@ -16,7 +16,7 @@ from ..coding import _sparse_encode
 from ..learning import TreeDictionaryLearning
 from ..tree import Tree
 
-__all__ = ["Coder", "centre", "complete_patches", "gather", "luminance", "pass_batch", "pass_grids",
+__all__ = ["Coder", "centre", "gather", "luminance", "pass_batch", "pass_grids",
            "patch_positions", "refine_luminance", "window_sums"]
 
 log = logging.getLogger("restore.inpainting")
@@ -109,18 +109,6 @@ def centre(P: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def luminance(img: np.ndarray) -> np.ndarray:
     """Sum of the channels of a channels-last image over sqrt(C): the unit-norm grey axis of colour space."""
     return img.sum(axis=2) / np.sqrt(img.shape[2])
-
-
-def complete_patches(lum: np.ndarray, known: np.ndarray, size: int, n: int, rng: np.random.Generator
-                     ) -> np.ndarray:
-    """Up to ``n`` random complete patches (no missing pixel), centred and unit norm, near-flat ones skipped."""
-    r_all, c_all = np.nonzero(window_sums(~known, size) == 0)
-    if len(r_all) == 0:
-        return np.zeros((0, size * size))
-    pick = rng.choice(len(r_all), size=min(n, len(r_all)), replace=False)
-    P = gather(lum, r_all[pick], c_all[pick], size).astype(np.float64)
-    Z, _, scale = centre(P)
-    return Z[scale > _FLAT_SHARE * np.median(scale)]
 
 
 def _aggregation_window(size: int) -> np.ndarray:
