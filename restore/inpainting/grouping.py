@@ -150,9 +150,11 @@ def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: lis
     budget = _Budget(progress)
     pass_ = _Pass(U, missing, s, pool, n_threads, budget)
     idx = np.flatnonzero(missing)
-    # how far each missing pixel moved in the last pass that coded it (known pixels: 0)
-    moved = np.zeros(missing.shape, dtype=np.float32)
-    moved.reshape(-1)[idx] = np.inf
+    # how far each missing pixel moved in the last pass that coded it (known pixels: 0); kept only when settling
+    moved = None
+    if settle:
+        moved = np.zeros(missing.shape, dtype=np.float32)
+        moved.reshape(-1)[idx] = np.inf
     settled = _SETTLED * _known_sd(U[0], missing) if settle else 0.0
     H = missing.shape[0]
 
@@ -162,7 +164,7 @@ def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: lis
         for ch in range(U.shape[0]):
             u = U[ch].reshape(-1)
             new = (num[ch].reshape(-1)[idx[ok]] / dflat[ok] + s.keep * u[idx[ok]]) / (1.0 + s.keep)
-            if ch == 0 and track:
+            if ch == 0 and track and moved is not None:
                 moved.reshape(-1)[idx[ok]] = np.abs(new - u[idx[ok]])
             u[idx[ok]] = new
 

@@ -200,10 +200,10 @@ def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
     if not np.shares_memory(lum_flat, lum):
         raise ValueError("lum must be C-contiguous (refined in place)")
     sums_flat, weights_flat = sums.reshape(-1), weights.reshape(-1)
-    n_total = sum(-(-len(r) // pass_batch(len(r), batch_size)) for r, _ in grids)
     ends = np.cumsum([-(-len(r) // pass_batch(len(r), batch_size)) for r, _ in grids])  # progress at each pass' end
-    # how far each missing pixel moved when last coded (known pixels: 0, never live)
-    moved = np.where(missing, np.float32(np.inf), np.float32(0.0))
+    n_total = int(ends[-1]) if len(ends) else 0
+    # how far each missing pixel moved when last coded (known pixels: 0, never live); read only when settling
+    moved = np.where(missing, np.float32(np.inf), np.float32(0.0)) if settle else None
     settled = _SETTLED * np.sqrt(var)
     done = n_coded = 0
     n_workers = default_num_threads()
@@ -255,7 +255,8 @@ def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
             pix = ((r_pos * W + c_pos)[:, None] + offsets).ravel()
             fill = pix[missing_flat[pix]]
             new = sums_flat[fill] / weights_flat[fill]
-            moved.reshape(-1)[fill] = np.abs(new - lum_flat[fill])
+            if moved is not None:
+                moved.reshape(-1)[fill] = np.abs(new - lum_flat[fill])
             lum_flat[fill] = new
             sums_flat[pix] = 0
             weights_flat[pix] = 0
