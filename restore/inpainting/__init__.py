@@ -225,17 +225,19 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     # the non-local passes' lam is in units of the known pixels' peak (the work units' power of two is not
     # continuous in the scale), the held-out ones included: they may hold the only non-zero values
     peak = job.peak / float(job.unit)
-    touching = window_sums(run, job.patch_size) > 0  # which patches touch the run's mask: the passes' and the groups'
+    n_missing = window_sums(run, job.patch_size)
+    touching = n_missing > 0  # which patches touch the run's mask: the passes' and the groups'
     grids = pass_grids(run, job.patch_size, job.stride, len(job.lams), gen, touching=touching)
     # strokes and holes: their patches settle in a few passes, and are not coded again (under random loss every
     # patch keeps moving with the estimate around it)
     clustered = clustering(M) >= _CLUSTERED
-    adapt, n_complete = should_adapt(run, job.patch_size) if adapt_default else (False, 0)
+    adapt, n_usable = should_adapt(run, job.patch_size, sums=n_missing) if adapt_default else (False, 0)
+    del n_missing
     if job.dictionary is None and not adapt:
         raise ValueError(f"no dictionary for {job.patch_size}x{job.patch_size} patches ships with the package "
                          "and the image has too few complete patches to learn one: pass dictionary=")
     # one progress count over the stages, each step of each under about a second on 16 MP
-    n_learn = -(-min(job.n_train, n_complete) // _LEARN_BATCH) if adapt else 0
+    n_learn = -(-min(job.n_train, n_usable) // _LEARN_BATCH) if adapt else 0
     n_bands = len(bands(*M.shape))
     eed_time = diffusion_time(run, clustered)
     n_cycles = len(fed_cycle(eed_time)[1])

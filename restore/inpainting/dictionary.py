@@ -188,7 +188,7 @@ def resolve_dictionary(dictionary: TreeDictionaryLearning | str | os.PathLike | 
     return dictionary
 
 
-def should_adapt(missing: np.ndarray, patch_size: int) -> tuple[bool, int]:
+def should_adapt(missing: np.ndarray, patch_size: int, *, sums: np.ndarray | None = None) -> tuple[bool, int]:
     """Whether :func:`restore.inpaint` adapts the dictionary to an image with these missing pixels; from how many.
 
     It adapts when the image has ``_MIN_COMPLETE`` complete patches (text,
@@ -197,9 +197,10 @@ def should_adapt(missing: np.ndarray, patch_size: int) -> tuple[bool, int]:
     or more). Under random pixel loss the shipped dictionary is kept:
     learning from the partly known patches (which ``learn_dictionary``
     does) does not pay for its time there, where the non-local prior makes
-    the result.
+    the result. ``sums``: ``window_sums(missing, patch_size)`` when the
+    caller has them already.
     """
-    n_missing = window_sums(missing, patch_size)
+    n_missing = window_sums(missing, patch_size) if sums is None else sums
     n_complete = int(np.count_nonzero(n_missing == 0))
     n_usable = int(np.count_nonzero(n_missing <= patch_size**2 - _min_known(patch_size)))
     return n_complete >= _MIN_COMPLETE, n_usable
