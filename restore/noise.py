@@ -430,12 +430,6 @@ def estimate_noise(image: ArrayLike, *, noise: str = "auto",
     return est
 
 
-# Volumes of more voxels than this (per channel) are denoised in memory as Dask arrays are, in overlapping blocks
-# (restore/denoise/_driver.py), and their noise estimated on the same central part: transformed whole, a float32
-# volume takes about 36 bytes a voxel (benchmarks/bench_volume_bytes.py), 1.2 GB here, and the blocks of the
-# defaults about 0.5 GB whatever the volume.
-_WHOLE_MAX_VOXELS = 1 << 25  # 33.5 M voxels, 128 x 512 x 512
-
 # Images in memory of more voxels than this (per channel) are estimated on a central part too, as lazy ones: the
 # estimate reads its sample as float64, about 4 times its size at its peak; a 16 MP photograph is still read whole
 _IN_MEMORY_WHOLE_MAX = 1 << 24  # 16.8 M voxels
@@ -509,8 +503,8 @@ def noise_sample(image: Any, *, axes: Sequence[int] | None = None, channel_axis:
     in_memory = isinstance(image, np.ndarray)
     index: list[Any] = [slice(None)] * ndim
     per_channel = int(np.prod([n for a, n in enumerate(shape) if a != c_axis], dtype=np.int64))
-    if in_memory and per_channel <= _IN_MEMORY_WHOLE_MAX and (
-            len(spatial) < 3 or int(np.prod([shape[a] for a in spatial])) <= _WHOLE_MAX_VOXELS):
+    # (a volume the denoisers process in blocks, over 2**25 voxels, is beyond this limit too)
+    if in_memory and per_channel <= _IN_MEMORY_WHOLE_MAX:
         part = image
     else:
         index = [slice(None) if a == c_axis else s // 2 for a, s in enumerate(shape)]  # stacking axes: the middle

@@ -39,10 +39,16 @@ from .._cache import call_scope
 from .._config import default_num_threads
 from .._progress import BlockSteps, ProgressCallback
 from .._validation import check_callable, check_finite, check_image, output_dtype
-from ..noise import _WHOLE_MAX_VOXELS, NoiseEstimate, noise_sample
+from ..noise import NoiseEstimate, noise_sample
 from ._layout import Layout, check_layout
 from ._noise_model import NoiseModel, PhotonNoise, check_noise
 from ._units import UnitMethod, denoise_units
+
+# Volumes of more voxels than this (per channel) are denoised in memory as Dask arrays are, in overlapping blocks,
+# and their noise estimated on the central part restore.noise_sample reads: transformed whole, a float32 volume takes
+# about 36 bytes a voxel (benchmarks/bench_volume_bytes.py), 1.2 GB here, and the blocks of the defaults about 0.5 GB
+# whatever the volume.
+_WHOLE_MAX_VOXELS = 1 << 25  # 33.5 M voxels, 128 x 512 x 512
 
 
 def is_dask(a: Any) -> bool:

@@ -332,7 +332,8 @@ def from_estimate(est: NoiseEstimate, given: AutoNoise) -> GaussianNoise | Photo
     Photon noise takes the estimate's gain and read noise where none was
     given; Gaussian noise keeps the sigma given, else estimates it on each
     unit, as ``noise='gaussian'`` does (planes of a stack and colour channels
-    may differ: the whole image's sigma is not forced on them).
+    may differ). A :class:`restore.NoiseEstimate` passed as ``noise`` comes
+    with its sigma as the one given (:func:`check_noise`).
     """
     if est.noise == "gaussian":
         return given.gaussian
