@@ -17,10 +17,6 @@ from . import _core
 from ._config import JIT
 from ._core_blockmatch import match_one
 
-# Origins of a row whose coefficients patch_coefs computes side by side before writing them patch by patch: the
-# block of every selected coefficient (121 float64 of an 11 x 11 patch: 62 kB) stays in the L2 cache
-_ORIGIN_BLOCK = 64
-
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def separable(src, M0, M1, M2, t1, t2, dst):

@@ -37,6 +37,31 @@ def naive_match(F, r, h, k):
     return np.array([b[1] for b in best]), np.array([b[0] for b in best])
 
 
+@pytest.mark.parametrize("patch3, kind, sel", [((8, 1, 8), "haar", None), ((11, 1, 11), "dct", None),
+                                               ((11, 1, 11), "dct", [0, 1, 12, 120, 35]),
+                                               ((4, 4, 4), "haar", None), ((5, 5, 5), "dct", [0, 7, 31, 124])])
+def test_the_transform_of_every_patch_is_its_own_separable_transform(patch3, kind, sel):
+    """The shared-pass transform of all patches gives each patch's coefficients (those selected), as one patch's."""
+    from restore._core_nonlocal import patch_coefs, separable
+    from restore._nonlocal import transform_matrix
+
+    rng = np.random.default_rng(0)
+    img = rng.standard_normal((19, 9 if patch3[1] > 1 else 1, 23))
+    Ms = [np.ascontiguousarray(transform_matrix(kind, n)) for n in patch3]
+    p = int(np.prod(patch3))
+    sel = np.arange(p) if sel is None else np.array(sel)
+    n_orig = [n - q + 1 for n, q in zip(img.shape, patch3)]
+    out = np.full((n_orig[0] - 3, n_orig[1], n_orig[2], len(sel)), np.nan, dtype=np.float32)
+    patch_coefs(img, 2, n_orig[0] - 1, *Ms, sel.astype(np.int64), out)  # origins 2 .. n0 - 2 of the first axis
+    t1, t2, dst = (np.empty(patch3) for _ in range(3))
+    for o0 in range(2, n_orig[0] - 1):
+        for o1 in range(n_orig[1]):
+            for o2 in range(n_orig[2]):
+                src = np.ascontiguousarray(img[o0:o0 + patch3[0], o1:o1 + patch3[1], o2:o2 + patch3[2]])
+                separable(src, *Ms, t1, t2, dst)
+                np.testing.assert_array_equal(out[o0 - 2, o1, o2], dst.ravel()[sel].astype(np.float32))
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_block_matching_equals_a_brute_force_search(seed):
     rng = np.random.default_rng(seed)
