@@ -54,8 +54,13 @@ def separable(src, M0, M1, M2, t1, t2, dst):
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def patch_coefs(img, o0a, o0b, M0, M1, M2, sel, out):
+def patch_coefs(img, o0a, o0b, M0, M1, M2, sel, out, fpos, feat):
     """Coefficients ``sel`` of the patch at every origin with first index in [o0a, o0b): out[o0 - o0a, o1, o2, :].
+
+    Coefficient ``sel[s]`` with ``fpos[s] >= 0`` is also the matching
+    feature ``feat[o0 - o0a, o1, fpos[s], o2]`` (the layout of
+    :func:`restore._core_blockmatch.match_one`, written as it is computed);
+    an ``out`` whose last axis is empty is not written (features only).
 
     The sums of :func:`separable` in the same order (so the same values),
     with its first two passes shared between the patches that overlap:
@@ -73,6 +78,7 @@ def patch_coefs(img, o0a, o0b, M0, M1, M2, sel, out):
     B = np.empty((rows, p1, p2, n2)) if p1 > 1 else A  # ... then along the middle axis (a plane: the identity)
     v = np.empty(n2)
     ns = sel.shape[0]
+    keep = out.shape[3] > 0
     for o1 in range(n1):
         for i in range(rows):
             for j in range(p1):
@@ -111,8 +117,14 @@ def patch_coefs(img, o0a, o0b, M0, M1, M2, sel, out):
                     b_row = B[r + i, b, c]
                     for o2 in range(n2):
                         v[o2] += m * b_row[o2]
-                for o2 in range(n2):
-                    out[r, o1, o2, s] = v[o2]
+                if keep:
+                    for o2 in range(n2):
+                        out[r, o1, o2, s] = v[o2]
+                f = fpos[s]
+                if f >= 0:
+                    f_row = feat[r, o1, f]
+                    for o2 in range(n2):
+                        f_row[o2] = v[o2]
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
@@ -301,16 +313,3 @@ def stage2_chunk(F, TE, TN, soff, refs, h0, h1, h2, k, sigma2, I0, I1, I2, win, 
             for m in range(k):
                 add_patch(x[m * p:(m + 1) * p], I0, I1, I2, src, t1, t2, dst, win, w, bnum[ch], bden[ch],
                           idx[m, 0] + soff - borg[0], idx[m, 1] - borg[1], idx[m, 2] - borg[2])
-
-
-@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def gather_features(T, sel, F):
-    """Matching features from coefficients: ``F[a, b, j, c] = T[a, b, c, sel[j]]`` (the layout of match_one)."""
-    n0, n1, n2, _ = T.shape
-    d = sel.shape[0]
-    for a in range(n0):
-        for b in range(n1):
-            for j in range(d):
-                s = sel[j]
-                for c in range(n2):
-                    F[a, b, j, c] = T[a, b, c, s]

@@ -46,7 +46,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ._config import default_num_threads
-from ._core_nonlocal import gather_features, patch_coefs, shrink_groups, stage1_chunk, stage2_chunk
+from ._core_nonlocal import patch_coefs, shrink_groups, stage1_chunk, stage2_chunk
 from ._progress import ProgressCallback
 from .proximal import _get_pool
 from .tree import Tree
@@ -629,6 +629,12 @@ def _stage(stage: int, Y: np.ndarray, guide3: np.ndarray | None, E: np.ndarray |
     a, b, c = np.meshgrid(*[np.arange(f) for f in fa], indexing="ij")
     feat_sel = ((a * patch3[1] + b) * patch3[2] + c).ravel().astype(np.int64)
     win = _kaiser3(patch3, s.kaiser_beta)
+    # where each transform puts its features: a patch's coefficient c is feature fpos_all[c] (-1: none); with only
+    # the features selected, the s-th is feature s
+    fpos_all = np.full(p, -1, dtype=np.int64)
+    fpos_all[feat_sel] = np.arange(len(feat_sel))
+    fpos_sel, no_fpos = np.arange(len(feat_sel), dtype=np.int64), np.full(p, -1, dtype=np.int64)
+    no_feat = np.empty((0, 0, 0, 0), dtype=np.float32)
     k = s.k1 if stage == 1 else s.k2
     if stage == 1:
         tree = group_tree(patch3, k, s.bands)
@@ -661,30 +667,30 @@ def _stage(stage: int, Y: np.ndarray, guide3: np.ndarray | None, E: np.ndarray |
                 continue
         n_rows = strip.s1 - strip.s0
         TN = np.empty((n_ch, n_rows, n_orig[1], n_orig[2], p), dtype=np.float32)
-        if stage == 2:
-            TE = np.empty((n_ch, n_rows, n_orig[1], n_orig[2], p), dtype=np.float32)
-        elif not same:
-            TG = np.empty((n_rows, n_orig[1], n_orig[2], len(feat_sel)), dtype=np.float32)
+        TE = np.empty((n_ch, n_rows, n_orig[1], n_orig[2], p), dtype=np.float32) if stage == 2 else None
+        # features with the origins of the last axis side by side (restore._blockmatch.match_one), written by the
+        # transform of the image matched on (stage 1's guide: that alone)
+        F = np.empty((n_rows, n_orig[1], len(feat_sel), n_orig[2]), dtype=np.float32)
 
-        def coef_task(img, out, sel, r0, r1, strip=strip):
-            return lambda: patch_coefs(img, r0, r1, Ms[0], Ms[1], Ms[2], sel, out[r0 - strip.s0:r1 - strip.s0])
+        def coef_task(img, out, sel, r0, r1, matched, strip=strip):
+            fp = (fpos_all if len(sel) == p else fpos_sel) if matched else no_fpos[:len(sel)]
+            fo = F[r0 - strip.s0:r1 - strip.s0] if matched else no_feat
+            return lambda: patch_coefs(img, r0, r1, Ms[0], Ms[1], Ms[2], sel, out[r0 - strip.s0:r1 - strip.s0], fp,
+                                       fo)
 
-        tasks = [coef_task(Y[ch], TN[ch], every, r0, r1) for ch in range(n_ch) for r0, r1 in strip.row_chunks]
+        tasks = [coef_task(Y[ch], TN[ch], every, r0, r1, ch == 0 and same) for ch in range(n_ch)
+                 for r0, r1 in strip.row_chunks]
         if stage == 2:
-            tasks += [coef_task(E[ch], TE[ch], every, r0, r1) for ch in range(n_ch) for r0, r1 in strip.row_chunks]
+            tasks += [coef_task(E[ch], TE[ch], every, r0, r1, ch == 0) for ch in range(n_ch)
+                      for r0, r1 in strip.row_chunks]
         elif not same:
-            tasks += [coef_task(guide3, TG, feat_sel, r0, r1) for r0, r1 in strip.row_chunks]
+            guide_out = np.empty((n_rows, n_orig[1], n_orig[2], 0), dtype=np.float32)  # features only
+            tasks += [coef_task(guide3, guide_out, feat_sel, r0, r1, True) for r0, r1 in strip.row_chunks]
         run_ordered(pool, iter(tasks), lambda _: report(), n_threads)
         for _ in range(len(strip.row_chunks) if same else 0):
             report()  # the steps of the guide's transform, done with y's
-        # features with the origins of the last axis side by side (restore._blockmatch.match_one)
-        if stage == 1 and not same:
-            F = np.ascontiguousarray(TG.transpose(0, 1, 3, 2))
-        else:
-            F = np.empty((n_rows, n_orig[1], len(feat_sel), n_orig[2]), dtype=np.float32)
-            gather_features(TE[0] if stage == 2 else TN[0], feat_sel, F)
 
-        def ref_task(refs, strip=strip, TN=TN, TE=TE if stage == 2 else None, F=F):
+        def ref_task(refs, strip=strip, TN=TN, TE=TE, F=F):
             lo = [max(0, int(refs[:, ax].min()) - half3[ax]) for ax in range(3)]
             hi = [min(n_orig[ax] - 1, int(refs[:, ax].max()) + half3[ax]) + patch3[ax] for ax in range(3)]
             box = (slice(None),) + tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))

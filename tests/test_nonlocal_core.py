@@ -41,7 +41,10 @@ def naive_match(F, r, h, k):
                                                ((11, 1, 11), "dct", [0, 1, 12, 120, 35]),
                                                ((4, 4, 4), "haar", None), ((5, 5, 5), "dct", [0, 7, 31, 124])])
 def test_the_transform_of_every_patch_is_its_own_separable_transform(patch3, kind, sel):
-    """The shared-pass transform of all patches gives each patch's coefficients (those selected), as one patch's."""
+    """The shared-pass transform of all patches gives each patch's coefficients (those selected), as one patch's.
+
+    The coefficients also taken as matching features are the same numbers, in the features' layout.
+    """
     from restore._core_nonlocal import patch_coefs, separable
     from restore._nonlocal import transform_matrix
 
@@ -52,7 +55,17 @@ def test_the_transform_of_every_patch_is_its_own_separable_transform(patch3, kin
     sel = np.arange(p) if sel is None else np.array(sel)
     n_orig = [n - q + 1 for n, q in zip(img.shape, patch3)]
     out = np.full((n_orig[0] - 3, n_orig[1], n_orig[2], len(sel)), np.nan, dtype=np.float32)
-    patch_coefs(img, 2, n_orig[0] - 1, *Ms, sel.astype(np.int64), out)  # origins 2 .. n0 - 2 of the first axis
+    feat = np.full((n_orig[0] - 3, n_orig[1], len(sel), n_orig[2]), np.nan, dtype=np.float32)
+    fpos = np.arange(len(sel))[::-1].copy()  # each coefficient also a feature, in the reverse order
+    fpos[1] = -1  # ... but one
+    # origins 2 .. n0 - 2 of the first axis
+    patch_coefs(img, 2, n_orig[0] - 1, *Ms, sel.astype(np.int64), out, fpos, feat)
+    np.testing.assert_array_equal(feat[:, :, fpos[fpos >= 0]], out[..., fpos >= 0].transpose(0, 1, 3, 2))
+    assert np.isnan(feat[:, :, len(sel) - 2]).all()
+    only = np.empty(out.shape[:3] + (0,), dtype=np.float32)  # features only
+    feat2 = np.full_like(feat, np.nan)
+    patch_coefs(img, 2, n_orig[0] - 1, *Ms, sel.astype(np.int64), only, fpos, feat2)
+    np.testing.assert_array_equal(feat2, feat)
     t1, t2, dst = (np.empty(patch3) for _ in range(3))
     for o0 in range(2, n_orig[0] - 1):
         for o1 in range(n_orig[1]):
