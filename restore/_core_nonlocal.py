@@ -1,7 +1,7 @@
 """Numba kernels of the non-local tree method (:mod:`restore._nonlocal` plans and drives them).
 
 Patch transforms, the Haar transform along a group, the aggregation of a
-patch, stage 1's joint tree-l2 shrinkage of groups (the prox kernel of
+group's patches, stage 1's joint tree-l2 shrinkage of groups (the prox kernel of
 :mod:`restore._core`, no second implementation) and the two stages' work on
 a chunk of reference patches. Arrays use the three-axis form of
 :mod:`restore._nonlocal`. Flags: :mod:`restore._config` (``cache=True``,
@@ -19,41 +19,6 @@ from ._core_blockmatch import match_one
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def separable(src, M0, M1, M2, t1, t2, dst):
-    """dst[a, b, c] = sum M0[a, i] M1[b, j] M2[c, k] src[i, j, k] (3-D arrays; t1, t2 scratch like src)."""
-    p0, p1, p2 = src.shape
-    for i in range(p0):
-        for j in range(p1):
-            for c in range(p2):
-                s = 0.0
-                for k in range(p2):
-                    s += M2[c, k] * src[i, j, k]
-                t1[i, j, c] = s
-    if p1 == 1:  # a plane (M, 1, N): the middle axis' transform is the identity
-        for a in range(p0):
-            for c in range(p2):
-                s = 0.0
-                for i in range(p0):
-                    s += M0[a, i] * t1[i, 0, c]
-                dst[a, 0, c] = s
-        return
-    for i in range(p0):
-        for b in range(p1):
-            for c in range(p2):
-                s = 0.0
-                for j in range(p1):
-                    s += M1[b, j] * t1[i, j, c]
-                t2[i, b, c] = s
-    for a in range(p0):
-        for b in range(p1):
-            for c in range(p2):
-                s = 0.0
-                for i in range(p0):
-                    s += M0[a, i] * t2[i, b, c]
-                dst[a, b, c] = s
-
-
-@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def patch_coefs(img, o0a, o0b, M0, M1, M2, sel, out, fpos, feat):
     """Coefficients ``sel`` of the patch at every origin with first index in [o0a, o0b): out[o0 - o0a, o1, o2, :].
 
@@ -62,8 +27,9 @@ def patch_coefs(img, o0a, o0b, M0, M1, M2, sel, out, fpos, feat):
     :func:`restore._core_blockmatch.match_one`, written as it is computed);
     an ``out`` whose last axis is empty is not written (features only).
 
-    The sums of :func:`separable` in the same order (so the same values),
-    with its first two passes shared between the patches that overlap:
+    Axis by axis (last, middle, first), each coefficient a sum in
+    increasing input index, the first two passes shared between the
+    patches that overlap:
     along the last axis once per image row, along the middle axis once per
     row of origins. Each pass runs over a whole row of origins of the last
     axis at once (one coefficient of every patch of the row side by side,
@@ -166,22 +132,69 @@ def haar_group(x, k, p, tmp, inverse):
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def add_patch(coefs, I0, I1, I2, src, t1, t2, dst, win, w, bnum, bden, q0, q1, q2):
-    """Add ``w * win *`` (the patch of coefficients ``coefs``) at buffer position (q0, q1, q2), and ``w * win``."""
-    p0, p1, p2 = src.shape
-    n = 0
-    for i in range(p0):
+def add_group(x, k, I0, I1, I2, win, w, bnum, bden, idx, o0, o1, o2, xt, t1, t2):
+    """Synthesise the ``k`` patches of the group ``x`` (k * P coefficients) and add them, weighted, to the buffers.
+
+    Patch ``m`` (``I0``, ``I1``, ``I2``: the synthesis matrices of the
+    axes) goes to buffer position ``idx[m] + (o0, o1, o2)``: ``bnum`` gets
+    ``w * win`` times it, ``bden`` ``w * win``, patch after patch. The
+    separable synthesis runs on all the group's patches side by side (one
+    coefficient of every patch at once, vectorised; one patch's sums of 8
+    terms are chains of dependent additions), each sum in increasing input
+    index. Scratch ``xt``, ``t1``, ``t2``: (P, k) float64.
+    """
+    p0, p1, p2 = win.shape
+    p = p0 * p1 * p2
+    for m in range(k):
+        for c in range(p):
+            xt[c, m] = x[m * p + c]
+    for i in range(p0):  # along the last axis: t1[(i, j, c), m] = sum_l I2[c, l] xt[(i, j, l), m]
         for j in range(p1):
-            for k in range(p2):
-                src[i, j, k] = coefs[n]
-                n += 1
-    separable(src, I0, I1, I2, t1, t2, dst)
-    for i in range(p0):
-        for j in range(p1):
-            for k in range(p2):
-                ww = w * win[i, j, k]
-                bnum[q0 + i, q1 + j, q2 + k] += ww * dst[i, j, k]
-                bden[q0 + i, q1 + j, q2 + k] += ww
+            base = (i * p1 + j) * p2
+            for c in range(p2):
+                row = t1[base + c]
+                for m in range(k):
+                    row[m] = 0.0
+                for ll in range(p2):
+                    coef = I2[c, ll]
+                    src = xt[base + ll]
+                    for m in range(k):
+                        row[m] += coef * src[m]
+    mid = t1
+    if p1 > 1:  # along the middle axis (a plane's (p0, 1, p2) patches skip it: the identity)
+        mid = t2
+        for i in range(p0):
+            for b in range(p1):
+                for c in range(p2):
+                    row = t2[(i * p1 + b) * p2 + c]
+                    for m in range(k):
+                        row[m] = 0.0
+                    for j in range(p1):
+                        coef = I1[b, j]
+                        src = t1[(i * p1 + j) * p2 + c]
+                        for m in range(k):
+                            row[m] += coef * src[m]
+    out = xt  # along the first axis, into xt (read no more)
+    for a in range(p0):
+        for bc in range(p1 * p2):
+            row = out[a * p1 * p2 + bc]
+            for m in range(k):
+                row[m] = 0.0
+            for i in range(p0):
+                coef = I0[a, i]
+                src = mid[i * p1 * p2 + bc]
+                for m in range(k):
+                    row[m] += coef * src[m]
+    for m in range(k):
+        q0, q1, q2 = idx[m, 0] + o0, idx[m, 1] + o1, idx[m, 2] + o2
+        n = 0
+        for i in range(p0):
+            for j in range(p1):
+                for c in range(p2):
+                    ww = w * win[i, j, c]
+                    bnum[q0 + i, q1 + j, q2 + c] += ww * out[n, m]
+                    bden[q0 + i, q1 + j, q2 + c] += ww
+                    n += 1
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
@@ -236,10 +249,7 @@ def stage1_chunk(F, T, soff, refs, h0, h1, h2, k, perm, own_ptr, node_end, paren
     idx = np.empty((n, k, 3), dtype=np.int64)
     dist = np.empty(k)
     tmp = np.empty(kp)
-    src = np.empty((p0, p1, p2))
-    t1 = np.empty((p0, p1, p2))
-    t2 = np.empty((p0, p1, p2))
-    dst = np.empty((p0, p1, p2))
+    xt, t1, t2 = np.empty((p, k)), np.empty((p, k)), np.empty((p, k))  # add_group's scratch
     for i in range(n):
         match_one(F, refs[i, 0] - soff, refs[i, 1], refs[i, 2], h0, h1, h2, k, idx[i], dist)
     for ch in range(n_ch):
@@ -263,9 +273,8 @@ def stage1_chunk(F, T, soff, refs, h0, h1, h2, k, perm, own_ptr, node_end, paren
                     g2 += r * r
             w = 1.0 / max(g2, 1.0)
             haar_group(x, k, p, tmp, inverse_)
-            for m in range(k):
-                add_patch(x[m * p:(m + 1) * p], I0, I1, I2, src, t1, t2, dst, win, w, bnum[ch], bden[ch],
-                          idx[i, m, 0] + soff - borg[0], idx[i, m, 1] - borg[1], idx[i, m, 2] - borg[2])
+            add_group(x, k, I0, I1, I2, win, w, bnum[ch], bden[ch], idx[i], soff - borg[0], -borg[1], -borg[2],
+                      xt, t1, t2)
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
@@ -287,10 +296,7 @@ def stage2_chunk(F, TE, TN, soff, refs, h0, h1, h2, k, sigma2, I0, I1, I2, win, 
     e = np.empty(kp)
     x = np.empty(kp)
     tmp = np.empty(kp)
-    src = np.empty((p0, p1, p2))
-    t1 = np.empty((p0, p1, p2))
-    t2 = np.empty((p0, p1, p2))
-    dst = np.empty((p0, p1, p2))
+    xt, t1, t2 = np.empty((p, k)), np.empty((p, k)), np.empty((p, k))  # add_group's scratch
     for i in range(n):
         match_one(F, refs[i, 0] - soff, refs[i, 1], refs[i, 2], h0, h1, h2, k, idx, dist)
         for ch in range(n_ch):
@@ -310,6 +316,5 @@ def stage2_chunk(F, TE, TN, soff, refs, h0, h1, h2, k, sigma2, I0, I1, I2, win, 
                 g2 += g * g
             w = 1.0 / (s2 * max(g2, 1e-12))  # BM3D's weight: the inverse of the group's residual noise variance
             haar_group(x, k, p, tmp, inverse_)
-            for m in range(k):
-                add_patch(x[m * p:(m + 1) * p], I0, I1, I2, src, t1, t2, dst, win, w, bnum[ch], bden[ch],
-                          idx[m, 0] + soff - borg[0], idx[m, 1] - borg[1], idx[m, 2] - borg[2])
+            add_group(x, k, I0, I1, I2, win, w, bnum[ch], bden[ch], idx, soff - borg[0], -borg[1], -borg[2], xt, t1,
+                      t2)

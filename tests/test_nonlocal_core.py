@@ -37,15 +37,20 @@ def naive_match(F, r, h, k):
     return np.array([b[1] for b in best]), np.array([b[0] for b in best])
 
 
+def _synthesis(coefs, Ms):
+    """Each patch of the coefficients (..., p0, p1, p2) from the analysis matrices Ms, in numpy."""
+    return np.einsum("ai,bj,ck,...abc->...ijk", *Ms, coefs)
+
+
 @pytest.mark.parametrize("patch3, kind, sel", [((8, 1, 8), "haar", None), ((11, 1, 11), "dct", None),
                                                ((11, 1, 11), "dct", [0, 1, 12, 120, 35]),
                                                ((4, 4, 4), "haar", None), ((5, 5, 5), "dct", [0, 7, 31, 124])])
-def test_the_transform_of_every_patch_is_its_own_separable_transform(patch3, kind, sel):
-    """The shared-pass transform of all patches gives each patch's coefficients (those selected), as one patch's.
+def test_the_transform_of_every_patch_is_its_own_transform(patch3, kind, sel):
+    """The shared-pass transform of all patches gives each patch's coefficients (those selected).
 
     The coefficients also taken as matching features are the same numbers, in the features' layout.
     """
-    from restore._core_nonlocal import patch_coefs, separable
+    from restore._core_nonlocal import patch_coefs
     from restore._nonlocal import transform_matrix
 
     rng = np.random.default_rng(0)
@@ -66,13 +71,39 @@ def test_the_transform_of_every_patch_is_its_own_separable_transform(patch3, kin
     feat2 = np.full_like(feat, np.nan)
     patch_coefs(img, 2, n_orig[0] - 1, *Ms, sel.astype(np.int64), only, fpos, feat2)
     np.testing.assert_array_equal(feat2, feat)
-    t1, t2, dst = (np.empty(patch3) for _ in range(3))
-    for o0 in range(2, n_orig[0] - 1):
-        for o1 in range(n_orig[1]):
-            for o2 in range(n_orig[2]):
-                src = np.ascontiguousarray(img[o0:o0 + patch3[0], o1:o1 + patch3[1], o2:o2 + patch3[2]])
-                separable(src, *Ms, t1, t2, dst)
-                np.testing.assert_array_equal(out[o0 - 2, o1, o2], dst.ravel()[sel].astype(np.float32))
+    windows = np.lib.stride_tricks.sliding_window_view(img, patch3)[2:n_orig[0] - 1]
+    # analysis = synthesis with the transposed matrices
+    want = _synthesis(windows, [m.T for m in Ms]).reshape(windows.shape[:3] + (p,))[..., sel]
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("patch3, kind", [((8, 1, 8), "haar"), ((11, 1, 11), "dct"), ((4, 4, 4), "haar"),
+                                          ((5, 5, 5), "dct")])
+def test_a_group_adds_its_weighted_patches_where_they_were_matched(patch3, kind):
+    """Aggregation: each of the group's patches, synthesised, times the window and weight, at its place."""
+    from restore._core_nonlocal import add_group
+    from restore._nonlocal import transform_matrix
+
+    rng = np.random.default_rng(1)
+    k = 4
+    p = int(np.prod(patch3))
+    x = rng.standard_normal(k * p)
+    Ms = [np.ascontiguousarray(transform_matrix(kind, n)) for n in patch3]
+    Is = [np.ascontiguousarray(m.T) for m in Ms]
+    win = rng.random(patch3) + 0.5
+    idx = np.array([[0, 0, 0], [2, 0, 3], [2, 0, 3], [5, patch3[1] - 1, 1]], dtype=np.int64)
+    shape = tuple(2 * n + 6 for n in patch3)
+    bnum, bden = np.zeros(shape), np.zeros(shape)
+    scratch = [np.empty((p, k)) for _ in range(3)]
+    add_group(x, k, *Is, win, 0.7, bnum, bden, idx, 1, 0, 2, *scratch)
+    want_num, want_den = np.zeros(shape), np.zeros(shape)
+    patches = _synthesis(x.reshape((k,) + patch3), Ms)
+    for m in range(k):
+        box = tuple(slice(q + o, q + o + n) for q, o, n in zip(idx[m], (1, 0, 2), patch3))
+        want_num[box] += 0.7 * win * patches[m]
+        want_den[box] += 0.7 * win
+    np.testing.assert_allclose(bnum, want_num, atol=1e-12)
+    np.testing.assert_allclose(bden, want_den, atol=1e-12)
 
 
 @pytest.mark.parametrize("seed", range(6))
