@@ -3,14 +3,13 @@
 :mod:`restore.inpainting.grouping` strings them together per chunk of
 reference patches: the matching (:func:`restore._blockmatch.match_many`, the
 project's one block matcher, on :func:`patch_features`), :func:`gather_groups`,
-then FISTA steps of :func:`analyse` (a separable orthonormal transform of
-each patch, then an orthonormal Haar transform along the group), the prox of
-the tree-l2 norm (:func:`restore._core.prox_tree_l2`, the kernel of
-:func:`restore.prox`), :func:`synthesise` and :func:`fista_step`, and
-:func:`aggregate`. Small kernels, not one fused one: each compiles in well
-under a second, and the matching and the prox reuse the kernels the denoiser
-and the coder compile; :func:`analyse` and :func:`synthesise` are one kernel
-(:func:`transform_groups`), compiled once.
+then FISTA steps of the group transform (matrix products, in the caller), the
+prox of the tree-l2 norm (:func:`restore._core.prox_tree_l2`, the kernel of
+:func:`restore.prox`) and :func:`fista_step`, and :func:`aggregate`.
+:func:`scatter_patches` averages the passes of patch coding
+(:mod:`restore.inpainting.patches`). Small kernels, not one fused one: each
+compiles in well under a second, and the matching and the prox reuse the
+kernels the denoiser and the coder compile.
 
 Kernels use the flags of :mod:`restore._config` (``cache=True``,
 ``nogil=True``: callers run them on their own threads).
@@ -22,7 +21,6 @@ import numpy as np
 from numba import njit
 
 from ._config import JIT
-from ._core_nonlocal import haar_group
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
@@ -66,58 +64,6 @@ def gather_groups(U, known, idx, soff, X, Kn):
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def transform_groups(X, A, AT, k, p, inverse):
-    """Group coefficients in place: ``A P A^T`` for each patch P (p x p) of each row of X, then Haar along the group.
-
-    With ``inverse``, the inverse: Haar's inverse, then ``A^T P A``. One
-    kernel for both directions, and one :func:`haar_group` under it: the
-    direction is a run-time flag (two kernels, or a constant flag, would
-    each be compiled on their own on the first call). Both products run with
-    their innermost loop along contiguous rows (so that it vectorises).
-    """
-    n = X.shape[0]
-    q = p * p
-    tmp = np.empty(max(k * q, q))
-    if inverse:
-        for i in range(n):
-            haar_group(X[i], k, q, tmp, inverse)
-        K, KT = AT, A
-    else:
-        K, KT = A, AT
-    for i in range(n):
-        x = X[i]
-        for m in range(k):
-            base = m * q
-            for j in range(q):
-                tmp[j] = 0.0
-            for a in range(p):  # tmp = K P
-                for t in range(p):
-                    kat = K[a, t]
-                    for c in range(p):
-                        tmp[a * p + c] += kat * x[base + t * p + c]
-            for j in range(q):
-                x[base + j] = 0.0
-            for a in range(p):  # P' = tmp K^T: row a of P' is sum_t tmp[a, t] * row t of K^T
-                for t in range(p):
-                    v = tmp[a * p + t]
-                    for b in range(p):
-                        x[base + a * p + b] += v * KT[t, b]
-    if not inverse:
-        for i in range(n):
-            haar_group(X[i], k, q, tmp, inverse)
-
-
-def analyse(X, A, AT, k, p):
-    """Group coefficients in place: ``A P A^T`` for each patch P of each row of X, then Haar along the group."""
-    transform_groups(X, A, AT, k, p, False)
-
-
-def synthesise(X, A, AT, k, p):
-    """The inverse of :func:`analyse`, in place."""
-    transform_groups(X, A, AT, k, p, True)
-
-
-@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def fista_step(X, Y, Kn, R, beta):
     """FISTA's extrapolation of the reconstruction X from the previous one R, the known pixels (Y where Kn) put back.
 
@@ -152,3 +98,21 @@ def aggregate(X, idx, soff, win, w, bnum, bden, b0, b1):
                     ww = w[i] * win[a, b]
                     bnum[r0 + a, c0 + b] += ww * X[i, m * q + a * p + b]
                     bden[r0 + a, c0 + b] += ww
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def scatter_patches(rec, w, win, r, c, sums, weights):
+    """Add patch ``rec[i]`` (p*p, raveled) at corner ``(r[i], c[i])`` of ``sums``, ``w[i] * win`` to ``weights``.
+
+    The corners are distinct (one grid); pixel by pixel of the patch, then
+    patch by patch, the order of numpy's ``sums[r + di, c + dj] += rec[:, k]``.
+    """
+    n = rec.shape[0]
+    p = win.shape[0]
+    for a in range(p):
+        for b in range(p):
+            k = a * p + b
+            wk = win[a, b]
+            for i in range(n):
+                sums[r[i] + a, c[i] + b] += rec[i, k]
+                weights[r[i] + a, c[i] + b] += wk * w[i]

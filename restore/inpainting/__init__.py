@@ -244,7 +244,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     n_batches = sum(-(-len(r) // pass_batch(len(r), job.batch_size)) for r, _ in grids)
     plan = plan_references(run, job.groups, gen, touching if job.groups.patch == job.patch_size else None)
     del touching
-    n_groups = n_group_steps(plan, M.shape[0], job.groups)
+    n_groups = n_group_steps(plan, M.shape, job.groups)
     n_resolve = 0 if held is None else n_bands * n_ch  # the interpolant again, with the held-out pixels known
     dense = job.prior  # heavy random loss: the non-local denoiser iterated as a prior ends the recipe
     n_prior = prior_steps(M.shape, n_ch) if dense else 0
@@ -325,7 +325,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
             else:
                 worse += 1
             if worse >= (_PATIENCE if clustered else _PATIENCE_SCATTERED) and k + 1 < len(plan):
-                steps(n_group_steps(plan[k + 1:], M.shape[0], job.groups))
+                steps(n_group_steps(plan[k + 1:], M.shape, job.groups))
                 return False
             return True
 

@@ -32,7 +32,10 @@ __all__ = ["GroupSettings", "group_passes", "n_group_steps", "plan_references"]
 log = logging.getLogger("restore.inpainting")
 
 _CHUNK_REFS = 64  # reference patches per chunk: one progress step, a few numba calls; a strip of thin text has 2+
-_STRIP_ROWS = 48  # rows of reference origins per strip: the features of a strip (plus the window) are in memory
+_STRIP_ROWS = 48  # rows of reference origins per strip, at least: a strip's features (plus the window) are in memory
+# ... and more while a strip's features stay under this (bytes): a photo of a few MP is one or a few strips, so
+# its passes compute no window rows twice and keep every core busy without a wait per strip; 16 MP: 48 rows
+_STRIP_BYTES = 64 << 20
 # passes that code every reference patch; from then on, a reference is coded only while one of its missing pixels
 # moved by at least _SETTLED (times the sd of the known luminance) in the last pass that coded it
 _SETTLE_PASSES = 1
@@ -111,19 +114,25 @@ def plan_references(missing: np.ndarray, s: GroupSettings, gen: np.random.Genera
     return [_references(missing, s, gen, touching) for _ in range(s.n_passes)]
 
 
-def _strips(refs: np.ndarray, n0: int) -> Iterator[tuple[int, int, np.ndarray]]:
-    """Strips of ``_STRIP_ROWS`` rows of reference origins that hold references: (first, end, their references)."""
-    for r_lo in range(0, n0, _STRIP_ROWS):
-        r_hi = min(n0, r_lo + _STRIP_ROWS)
+def _strip_rows(width: int, s: GroupSettings) -> int:
+    """Rows of reference origins per strip on an image ``width`` pixels wide (see ``_STRIP_BYTES``)."""
+    per_row = max(1, width - s.patch + 1) * (s.patch // s.step) ** 2 * np.dtype(np.float32).itemsize
+    return max(_STRIP_ROWS, _STRIP_BYTES // per_row - 2 * (s.window // 2))
+
+
+def _strips(refs: np.ndarray, n0: int, rows: int) -> Iterator[tuple[int, int, np.ndarray]]:
+    """Strips of ``rows`` rows of reference origins that hold references: (first, end, their references)."""
+    for r_lo in range(0, n0, rows):
+        r_hi = min(n0, r_lo + rows)
         sel = refs[(refs[:, 0] >= r_lo) & (refs[:, 0] < r_hi)]
         if len(sel):
             yield r_lo, r_hi, sel
 
 
-def n_group_steps(plan: list[np.ndarray], height: int, s: GroupSettings) -> int:
-    """Progress steps of :func:`group_passes` on ``plan``: per strip, its features and its chunks."""
-    n0 = height - s.patch + 1
-    return sum(1 + -(-len(sel) // _CHUNK_REFS) for refs in plan for _, _, sel in _strips(refs, n0))
+def n_group_steps(plan: list[np.ndarray], shape: tuple[int, int], s: GroupSettings) -> int:
+    """Progress steps of :func:`group_passes` on ``plan`` in an image of ``shape``: per strip, features and chunks."""
+    n0, rows = shape[0] - s.patch + 1, _strip_rows(shape[1], s)
+    return sum(1 + -(-len(sel) // _CHUNK_REFS) for refs in plan for _, _, sel in _strips(refs, n0, rows))
 
 
 def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: list[np.ndarray], *,
@@ -156,7 +165,6 @@ def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: lis
         moved = np.zeros(missing.shape, dtype=np.float32)
         moved.reshape(-1)[idx] = np.inf
     settled = _SETTLED * _known_sd(U[0], missing) if settle else 0.0
-    H = missing.shape[0]
 
     def update(num: np.ndarray, den: np.ndarray, track: bool) -> None:
         dflat = den.reshape(-1)[idx].astype(np.float64)
@@ -169,23 +177,23 @@ def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: lis
             u[idx[ok]] = new
 
     for k, (lam, refs) in enumerate(zip(lams, plan, strict=True)):
-        budget.start(n_group_steps([refs], H, s))
+        budget.start(n_group_steps([refs], missing.shape, s))
         if settle and k >= _SETTLE_PASSES:
             # references whose missing pixels all moved less than the threshold last time have settled
             refs = refs[(gather(moved, refs[:, 0], refs[:, 1], s.patch) >= settled).any(axis=1)]
         if k == 0 and pilot is not None and promising is not None:
             first = gather(pilot, refs[:, 0], refs[:, 1], s.patch).any(axis=1)
-            num, den = pass_.run(refs[first], float(lam))
+            num, den = pass_.run(refs[first], float(lam), keep=True)
             kept = U[:, missing]
             update(num, den, False)
             if not promising():
                 U[:, missing] = kept
                 budget.finish()
-                budget.start(n_group_steps(plan[1:], H, s))
+                budget.start(n_group_steps(plan[1:], missing.shape, s))
                 budget.finish()
                 break
-            U[:, missing] = kept
-            num_b, den_b = pass_.run(refs[~first], float(lam))
+            U[:, missing] = kept  # as the pilot found it: its last strip's features hold
+            num_b, den_b = pass_.run(refs[~first], float(lam), reuse=True)
             num += num_b
             den += den_b
             del num_b, den_b, kept
@@ -233,24 +241,54 @@ class _Budget:
             self()
 
 
+def _haar_matrix(k: int) -> np.ndarray:
+    """The orthonormal Haar transform of length ``k`` (a power of 2) as a matrix: the non-local denoiser's.
+
+    As :func:`restore._core_nonlocal.haar_group`: the scaled sums and
+    differences of neighbours, then the same on the sums, down to one.
+    """
+    H = np.eye(k)
+    n = k
+    while n > 1:
+        a, b = H[0:n:2].copy(), H[1:n:2].copy()
+        H[:n // 2], H[n // 2:n] = (a + b) / np.sqrt(2.0), (a - b) / np.sqrt(2.0)
+        n //= 2
+    return H
+
+
 class _Pass:
     """One pass of :func:`group_passes`: strips of reference rows, their features, chunks of references."""
 
     def __init__(self, U, missing, s, pool, n_threads, tick) -> None:
         self.U, self.s, self.pool, self.n_threads, self.tick = U, s, pool, n_threads, tick
         p = s.patch
-        self.A = np.ascontiguousarray(transform_matrix("dct", p))
-        self.AT = np.ascontiguousarray(self.A.T)
+        A = transform_matrix("dct", p)
+        # the group's coefficients are A P A^T of each patch P, then Haar along the group: as two matrix products
+        # (the row-major raveled A P A^T is kron(A, A) times the raveled P), a few times faster than loops over them
+        self.K2T = np.ascontiguousarray(np.kron(A, A).T)
+        self.K2 = np.ascontiguousarray(self.K2T.T)
+        self.H = _haar_matrix(s.k)
+        self.HT = np.ascontiguousarray(self.H.T)
         self.tree = group_tree((p, 1, p), s.k, s.bands)._flat
         g = np.exp(-0.5 * ((np.arange(p) - (p - 1) / 2) / (_WINDOW_SD * p)) ** 2)
         self.win = np.ascontiguousarray(np.outer(g, g))
         self.known = np.ascontiguousarray(~missing).view(np.uint8)
+        self.rows = _strip_rows(missing.shape[1], s)
+        self.kept: tuple[int, int] | None = None  # the rows of the last strip's features, for the next run
+        self.buf: np.ndarray | None = None  # the features of the strip at hand (see features)
 
-    def run(self, refs: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
-        """The sums of the weighted reconstructions (C, H, W) and of their weights (H, W)."""
+    def run(self, refs: np.ndarray, lam: float, *, keep: bool = False,
+            reuse: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """The sums of the weighted reconstructions (C, H, W) and of their weights (H, W).
+
+        ``keep``: the last strip's features are kept for the next run;
+        ``reuse``: that run reads them where its strip is the same (the
+        caller guarantees the estimate has not changed in between).
+        """
         C, H, W = self.U.shape
         p, h = self.s.patch, self.s.window // 2
         n0 = H - p + 1
+        kept, self.kept = (self.kept if reuse else None), None
         num = np.zeros((C, H, W), dtype=np.float32)  # chunks add in float64 buffers; memory of 16 MP photos
         den = np.zeros((H, W), dtype=np.float32)
 
@@ -260,22 +298,37 @@ class _Pass:
             den[b0:b0 + bden.shape[0], b1:b1 + bden.shape[1]] += bden
             self.tick()
 
-        for r_lo, r_hi, sel in _strips(refs, n0):
-            f0, F = self.features(max(0, r_lo - h), min(n0, r_hi + h))
-            run_ordered(self.pool, (self.task(sel[i:i + _CHUNK_REFS], F, f0, lam)
+        rows = None
+        for r_lo, r_hi, sel in _strips(refs, n0, self.rows):
+            rows = max(0, r_lo - h), min(n0, r_hi + h)
+            if rows == kept:  # the features in the buffer are this strip's
+                F = self.buf[:rows[1] - rows[0]]
+                self.tick()
+            else:
+                F = self.features(*rows)
+            kept = None
+            run_ordered(self.pool, (self.task(sel[i:i + _CHUNK_REFS], F, rows[0], lam)
                                  for i in range(0, len(sel), _CHUNK_REFS)), add, self.n_threads)
+        if keep:
+            self.kept = rows
         return num, den
 
-    def features(self, f0: int, f1: int) -> tuple[int, np.ndarray]:
-        """Matching features of the origins of rows [f0, f1) (see :func:`restore._core_inpaint.patch_features`)."""
+    def features(self, f0: int, f1: int) -> np.ndarray:
+        """Matching features of the origins of rows [f0, f1) (see :func:`restore._core_inpaint.patch_features`).
+
+        They are written into the pass's buffer: valid until the next call.
+        """
         p, step, L = self.s.patch, self.s.step, self.U[0]
-        F = np.empty((f1 - f0, 1, (p // step) ** 2, L.shape[1] - p + 1), dtype=np.float32)
+        if self.buf is None:  # one buffer for every strip and pass: a fresh one is page-faulted in at each use
+            n_rows = min(L.shape[0] - p + 1, self.rows + 2 * (self.s.window // 2))
+            self.buf = np.empty((n_rows, 1, (p // step) ** 2, L.shape[1] - p + 1), dtype=np.float32)
+        F = self.buf[:f1 - f0]
         cuts = np.linspace(f0, f1, self.n_threads + 1).astype(np.int64)
         run_ordered(self.pool, (partial(_core_inpaint.patch_features, L, a, b, p, step, F[a - f0:b - f0])
                              for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a),
                  lambda _: None, self.n_threads)
         self.tick()
-        return f0, F
+        return F
 
     def task(self, rs: np.ndarray, F: np.ndarray, f0: int, lam: float) -> Callable[[], tuple]:
         """The chunk of references ``rs``: match, code, aggregate into its own buffers."""
@@ -298,6 +351,9 @@ class _Pass:
             bden = np.zeros((e0 - b0, e1 - b1))
             kq = s.k * p * p
             X = np.empty((n, kq))
+            X3, X2 = X.reshape(n, s.k, p * p), X.reshape(n * s.k, p * p)  # views: the group's patches
+            T3 = np.empty_like(X3)
+            T2 = T3.reshape(n * s.k, p * p)
             Kn = np.empty((n, kq), dtype=np.uint8)
             lams = np.full(n, lam)
             work = np.empty((4, max(len(t.parent), kq)))
@@ -307,12 +363,14 @@ class _Pass:
                 Y, R = X.copy(), X.copy()
                 step = 1.0
                 for it in range(s.n_inner):
-                    _core_inpaint.analyse(X, self.A, self.AT, s.k, p)
+                    np.matmul(X2, self.K2T, out=T2)  # analysis: each patch's DCT, then Haar along the group
+                    np.matmul(self.H, T3, out=X3)
                     _core.prox_tree_l2(X, 0, n, t.perm, t.own_ptr, t.node_end, t.parent, t.weights, lams, work,
                                        iwork)
                     if ch == 0 and it == s.n_inner - 1:  # BM3D's weight: groups kept sparse are trusted more
                         w = 1.0 / (1.0 + np.count_nonzero(X, axis=1))
-                    _core_inpaint.synthesise(X, self.A, self.AT, s.k, p)
+                    np.matmul(self.HT, X3, out=T3)  # synthesis: the inverse (both orthonormal)
+                    np.matmul(T2, self.K2, out=X2)
                     if it < s.n_inner - 1:
                         nxt = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * step * step))
                         _core_inpaint.fista_step(X, Y, Kn, R, (step - 1.0) / nxt)

@@ -11,6 +11,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .._config import default_num_threads, single_threaded_blas
+from .._core_inpaint import scatter_patches
 from .._progress import ProgressCallback
 from ..coding import _sparse_encode
 from ..learning import TreeDictionaryLearning
@@ -191,7 +192,8 @@ def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
     H, W = lum.shape
     var = float(np.var(lum[~missing]))
     floor = max(_FIT_FLOOR * var, _FIT_FLOOR_MIN)
-    win = _aggregation_window(patch_size).ravel()
+    win2 = _aggregation_window(patch_size)
+    win = win2.ravel()
     sums = np.zeros((H, W), dtype=np.float32)  # zero between passes: each pass clears the pixels it touched
     weights = np.zeros((H, W), dtype=np.float32)
     missing_flat = missing.reshape(-1)
@@ -240,10 +242,7 @@ def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
                     r, c, rec, w_fit = pending.popleft().result()
                     if b + n_workers < n_batches:
                         pending.append(pool.submit(code, b + n_workers))
-                    for k in range(patch_size * patch_size):
-                        di, dj = divmod(k, patch_size)
-                        sums[r + di, c + dj] += rec[:, k]
-                        weights[r + di, c + dj] += win[k] * w_fit
+                    scatter_patches(rec, w_fit, win2, r, c, sums, weights)
                     done = min(done + 1, end)
                     if progress is not None:
                         progress(done, n_total)
