@@ -261,10 +261,13 @@ def _noise_options(args: argparse.Namespace, scale: float, sample: Any, where: s
     (:func:`restore.noise_sample`: the image in memory, the central part of
     a store it reads), None when nothing is estimated.
     :func:`restore.estimate_noise` runs once on it with ``--noise``
-    (``auto``: the noise-level function chooses the model), its one line is
-    printed in the file's units, and the estimate is passed on as
-    ``noise``: the library uses it, its sigma under Gaussian noise
-    included, without estimating again.
+    (``auto``: the noise-level function chooses the model) and its one line
+    is printed in the file's units. A photon model is passed on as
+    ``noise``: the library uses its gain and read noise without estimating
+    again. Under Gaussian noise the library estimates sigma on each plane
+    (or volume) and channel, as its default does, with the same estimator:
+    the sigma printed is the one used when the sample is one plane or
+    volume of one channel.
     """
     from . import estimate_noise
     from .denoise._wavelet_method import noise_for_lam
@@ -272,8 +275,11 @@ def _noise_options(args: argparse.Namespace, scale: float, sample: Any, where: s
     _check_gain(args)
     noise: Any = noise_for_lam(args.noise, args.lam)
     if _estimating(args):
-        noise = estimate_noise(sample, noise=noise)
-        print(f"estimated noise{where} (pixel units): {noise.describe(scale)}")
+        est = estimate_noise(sample, noise=noise)
+        each = " (sigma then estimated on each plane or volume and channel)" if est.noise == "gaussian" \
+            and sample.ndim > (3 if args.volume else 2) else ""
+        print(f"estimated noise{where} (pixel units): {est.describe(scale)}{each}")
+        noise = est if est.noise == "poisson-gaussian" else "gaussian"
     # with photon noise a numeric lam is in the stabilised units of the Anscombe transform, not the file's
     photon = getattr(noise, "noise", noise) == "poisson-gaussian"
     lam = args.lam if isinstance(args.lam, str) or args.lam is None or photon else args.lam / scale

@@ -430,6 +430,39 @@ def estimate_noise(image: ArrayLike, *, noise: str = "auto",
     return est
 
 
+# ---------------------------------------------------------------------------
+# Gaussian noise: the one estimator of its deviation
+# ---------------------------------------------------------------------------
+
+
+def gaussian_sigma(planes: np.ndarray) -> float:
+    """The deviation of white Gaussian noise in 2-D planes stacked along leading axes, all of them together.
+
+    :func:`estimate_noise`'s Gaussian model (the details' robust deviation
+    on the smooth places, clipped ones left out); planes under 8 x 8
+    pixels, too small for it, the median absolute detail of the finest
+    diagonal band of all of it. :func:`restore.estimate_sigma` and the
+    denoisers' Gaussian model read the noise with it.
+
+    Parameters
+    ----------
+    planes : ndarray
+        Real, finite, of at least 2 dimensions, in image units (float).
+
+    Returns
+    -------
+    float
+        The estimate, in ``planes``' units.
+    """
+    if min(planes.shape[-2:]) >= _MIN_SIDE:
+        return float(estimate_noise(planes, noise="gaussian").sigma)
+    import pywt
+
+    flat = np.asarray(planes, dtype=np.float64).reshape(-1, *planes.shape[-2:])
+    detail = np.concatenate([pywt.dwt2(p, "db2", mode="symmetric")[1][2].ravel() for p in flat])
+    return float(np.median(np.abs(detail)) / _MAD)
+
+
 # Images in memory of more voxels than this (per channel) are estimated on a central part too, as lazy ones: the
 # estimate reads its sample as float64, about 4 times its size at its peak; a 16 MP photograph is still read whole
 _IN_MEMORY_WHOLE_MAX = 1 << 24  # 16.8 M voxels

@@ -172,12 +172,13 @@ def test_colour(channel_axis, rng):
 
 def test_stacks_are_processed_plane_by_plane(rng):
     stack = rng.standard_normal((3, 40, 50))
-    out = denoise_wavelet_tree(stack, lam=0.5, penalty="tree_linf")
+    out = denoise_wavelet_tree(stack, lam=0.5, penalty="tree_linf", sigma=0.9)
     for i in range(3):
-        np.testing.assert_allclose(out[i], denoise_wavelet_tree(stack[i], lam=0.5, penalty="tree_linf"))
+        np.testing.assert_allclose(out[i], denoise_wavelet_tree(stack[i], lam=0.5, penalty="tree_linf", sigma=0.9))
     rgb_stack = rng.standard_normal((2, 32, 32, 3))
-    out = denoise_wavelet_tree(rgb_stack, lam=[0.3, 0.2, 0.1], channel_axis=-1)
-    np.testing.assert_allclose(out[1], denoise_wavelet_tree(rgb_stack[1], lam=[0.3, 0.2, 0.1], channel_axis=-1))
+    out = denoise_wavelet_tree(rgb_stack, lam=[0.3, 0.2, 0.1], channel_axis=-1, sigma=0.9)
+    np.testing.assert_allclose(out[1], denoise_wavelet_tree(rgb_stack[1], lam=[0.3, 0.2, 0.1], channel_axis=-1,
+                                                            sigma=0.9))
 
 
 @pytest.mark.parametrize(

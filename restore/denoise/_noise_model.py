@@ -9,7 +9,8 @@ white Gaussian noise (:meth:`~PhotonNoise.stabilise`), gives the methods the
 noise of each unit (:meth:`~PhotonNoise.sigmas`, :meth:`~PhotonNoise.var_maps`)
 and brings the result back (:meth:`~PhotonNoise.unstabilise`). The photon
 model's missing parameters are estimated (and checked) by
-:meth:`PhotonNoise.resolved`. :func:`estimate_sigma` is the Gaussian estimate.
+:meth:`PhotonNoise.resolved`. :func:`estimate_sigma` is the Gaussian estimate
+(:func:`restore.noise.gaussian_sigma`, the one estimator).
 """
 
 from __future__ import annotations
@@ -18,12 +19,11 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-import pywt
 from numpy.typing import ArrayLike, NDArray
 
 from .._config import NOISE_CHOICES, NOISE_MODELS
 from .._validation import check_choice, check_image, check_number, check_per_channel
-from ..noise import NoiseEstimate, anscombe, estimate_noise, inverse_anscombe
+from ..noise import NoiseEstimate, anscombe, estimate_noise, gaussian_sigma, inverse_anscombe
 from ._layout import _OPPONENT, _from_channels
 
 _log = logging.getLogger(__package__)  # "restore.denoise", the logger the docs name
@@ -33,13 +33,12 @@ def estimate_sigma(image: ArrayLike, *, channel_axis: int | None = None) -> floa
     """Estimate the standard deviation of additive white Gaussian noise.
 
     Robust median estimator of Donoho and Johnstone on the finest diagonal
-    wavelet band (Daubechies 2), made local: the band is cut into 16 x 16
-    blocks, each gives a median estimate, and the 10th percentile of those,
-    divided by its value on pure noise (0.909), is returned. Blocks without
-    texture or edges dominate the low percentiles, so image content leaks
-    much less into the estimate than with one global median
-    (:func:`skimage.restoration.estimate_sigma`). Images too small for 16
-    blocks use the global median.
+    wavelet band (Daubechies 2), read only on the image's smooth places
+    (where its local mean barely changes), so that texture and edges do not
+    pass for noise, and away from clipped values: the Gaussian model of
+    :func:`restore.estimate_noise`, the one estimator the denoisers use on
+    each plane (or volume) and channel. Planes under 8 x 8 pixels use the
+    band's global median (:func:`skimage.restoration.estimate_sigma`'s).
 
     Parameters
     ----------
@@ -56,65 +55,14 @@ def estimate_sigma(image: ArrayLike, *, channel_axis: int | None = None) -> floa
 
     Notes
     -----
-    Measured on the sample images (``benchmarks/bench_denoise.py``), the
-    estimate is still biased upwards at low noise, where texture is
-    comparable to the noise: about +10% at sigma 5 (8-bit units; the global
-    median: +21%), +6% at 10 (+9%), +2% at 25 and under 1% from 50 on.
+    ``benchmarks/bench_denoise.py`` measures its relative error on the
+    sample images against scikit-image's.
     """
     img, axis = check_image(image, channel_axis=channel_axis)
     if axis is not None:
         img = np.moveaxis(img, axis, -1)
-        return np.array([_noise_sigma(img[..., c]) for c in range(img.shape[-1])])
-    return _noise_sigma(img)
-
-
-_BLOCK = 16
-_BLOCK_QUANTILE = 0.1
-_BLOCK_BIAS = 0.909  # the 10th percentile of 16 x 16 block estimates on pure unit noise
-# Share of a plane's pixels at exactly its lowest or highest value from which it counts as clipped (a camera's or
-# an 8-bit file's saturation): noise with a continuous distribution repeats no extreme value
-_CLIP_SHARE = 0.005
-# Blocks with more than this share of their pixels clipped are not read: clipping cut their noise, and the low
-# quantile of the blocks' estimates would pick them
-_CLIP_BLOCK = 0.05
-
-
-def _blocks(d: np.ndarray, b: int) -> np.ndarray:
-    """The whole ``b`` x ``b`` blocks of a 2-D array, one per row."""
-    return d[: d.shape[0] // b * b, : d.shape[1] // b * b].reshape(d.shape[0] // b, b, d.shape[1] // b, b) \
-        .swapaxes(1, 2).reshape(-1, b * b)
-
-
-def _unclipped_blocks(p: np.ndarray, d: np.ndarray, b: int) -> np.ndarray | None:
-    """Which of the blocks of ``p``'s finest band ``d`` hold few clipped pixels; None when ``p`` is not clipped."""
-    at = (p == p.min()) | (p == p.max())
-    if at.mean() < _CLIP_SHARE:
-        return None
-    # the band's coefficient (i, j) is made of pixels 2i-2..2i+1, 2j-2..2j+1 (db2): a block's pixels, padded
-    rows, cols = 2 * d.shape[0] // b * b, 2 * d.shape[1] // b * b
-    grid = np.zeros((rows + 2, cols + 2), dtype=np.float64)
-    h, w = min(p.shape[0], rows), min(p.shape[1], cols)
-    grid[2:h + 2, 2:w + 2] = at[:h, :w]
-    share = _blocks(grid[:rows, :cols], 2 * b).mean(axis=1)
-    return share <= _CLIP_BLOCK
-
-
-def _noise_sigma(img: np.ndarray) -> float:
-    planes = img.reshape(-1, *img.shape[-2:])
-    b = _BLOCK
-    bands, blocks = [], []
-    for p in planes:
-        p = np.asarray(p, dtype=np.float64)  # float32 too
-        d = pywt.dwt2(p, "db2", mode="symmetric")[1][2]
-        keep = _unclipped_blocks(p, d, b)
-        bands.append(d)
-        blocks.append(_blocks(d, b) if keep is None or keep.sum() < 16 else _blocks(d, b)[keep])
-    blocks = np.concatenate(blocks)
-    if len(blocks) < 16:
-        detail = np.concatenate([d.ravel() for d in bands])
-        return float(np.median(np.abs(detail)) / 0.6744897501960817)
-    per_block = np.median(np.abs(blocks), axis=1) / 0.6744897501960817
-    return float(np.quantile(per_block, _BLOCK_QUANTILE) / _BLOCK_BIAS)
+        return np.array([gaussian_sigma(img[..., c]) for c in range(img.shape[-1])])
+    return gaussian_sigma(img)
 
 
 def _check_gain_scale(gain: float, x: np.ndarray, dtype: np.dtype) -> None:
@@ -174,7 +122,7 @@ class GaussianNoise:
     def sigmas_of(self, channels: list[np.ndarray]) -> list[float]:
         """The noise deviation of each channel of a unit: given, or estimated on it."""
         if self.sigmas is None:
-            return [_noise_sigma(ch) for ch in channels]
+            return [gaussian_sigma(ch) for ch in channels]
         return list(self.sigmas)
 
     def var_maps(self, channels: list[np.ndarray], n_axes: int) -> list[np.ndarray | None]:
