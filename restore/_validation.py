@@ -187,6 +187,30 @@ def check_channel_axis(channel_axis: Any, ndim: int) -> int | None:
                      f"use None or an integer in [{-ndim}, {ndim})")
 
 
+def check_axes(axes: Any, ndim: int, channel_axis: int | None, channels_checked: bool = True) -> tuple[int, ...]:
+    """The spatial axes denoised together, non-negative and increasing: two or three, none of them the channel axis.
+
+    None: the last two axes that are not ``channel_axis``. ``channels_checked``
+    False: ``channel_axis`` is not checked yet (the axes alone are).
+    """
+    spatial = [i for i in range(ndim) if i != channel_axis]
+    if axes is None:
+        if len(spatial) < 2:
+            raise ValueError(f"image must have at least 2 dimensions besides channels, got {ndim} dimensions")
+        return tuple(spatial[-2:])
+    try:
+        ax = [int(a) for a in axes]
+        ok = all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in axes)
+    except TypeError:
+        ok = False
+    if not ok or len(ax) not in (2, 3) or any(not -ndim <= a < ndim for a in ax):
+        raise ValueError(f"axes must be two or three axes of the image (ndim {ndim}), got {axes!r}")
+    ax = [a % ndim for a in ax]
+    if len(set(ax)) != len(ax) or (channels_checked and channel_axis in ax):
+        raise ValueError(f"axes must be distinct spatial axes, not the channel axis {channel_axis}, got {axes!r}")
+    return tuple(sorted(ax))
+
+
 def check_image_layout(shape: Sequence[int], dtype: Any, *, name: str = "image", channel_axis: Any = None,
                        spatial: int = 2, exact: bool = False, min_side: int = 2) -> int | None:
     """Check an image's dtype and shape (before reading any of it); its channel axis, non-negative or None.

@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._config import NOISE_CHOICES
-from ._validation import check_channel_axis, check_choice
+from ._validation import check_axes, check_channel_axis, check_choice
 
 __all__ = ["NOISE_CHOICES", "NoiseEstimate", "anscombe", "estimate_noise", "inverse_anscombe", "noise_sample"]
 
@@ -521,18 +521,7 @@ def noise_sample(image: Any, *, axes: Sequence[int] | None = None, channel_axis:
     shape = tuple(int(s) for s in image.shape)
     ndim = len(shape)
     c_axis = check_channel_axis(channel_axis, max(ndim, 1))
-    others = [a for a in range(ndim) if a != c_axis]
-    if axes is None:
-        spatial = tuple(others[-2:])
-    else:
-        try:
-            spatial = tuple(sorted(range(ndim)[a] for a in axes))
-        except (TypeError, ValueError, IndexError):
-            raise ValueError(f"axes must be 2 or 3 axes of the image (shape {shape}), got {axes!r}") from None
-        if len(set(spatial)) != len(spatial) or c_axis in spatial:
-            raise ValueError(f"axes must be distinct axes other than channel_axis ({channel_axis}), got {axes!r}")
-    if len(spatial) not in (2, 3):
-        raise ValueError(f"axes must be 2 or 3 spatial axes of the image (shape {shape}), got {axes!r}")
+    spatial = check_axes(axes, ndim, c_axis)
     in_memory = isinstance(image, np.ndarray)
     index: list[Any] = [slice(None)] * ndim
     per_channel = int(np.prod([n for a, n in enumerate(shape) if a != c_axis], dtype=np.int64))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import check_image_layout
+from .._validation import check_axes, check_image_layout
 
 
 @dataclass(frozen=True)
@@ -51,9 +51,9 @@ def check_layout(shape: tuple[int, ...], dtype, *, channel_axis, axes, sliced_ax
     the image (its dtype, its number of dimensions) when they do not fit.
     """
     ndim = len(shape)
-    n_axes = 2 if axes is None else len(_check_axes(axes, ndim, None, channels_checked=False))
+    n_axes = 2 if axes is None else len(check_axes(axes, ndim, None, channels_checked=False))
     c_axis = check_image_layout(shape, dtype, channel_axis=channel_axis, spatial=n_axes, exact=exact)
-    sp_axes = _check_axes(axes, ndim, c_axis)
+    sp_axes = check_axes(axes, ndim, c_axis)
     n_channels = int(shape[c_axis]) if c_axis is not None else 1
     return Layout(ndim, c_axis, sp_axes, n_channels, _check_sliced(sliced_axes, ndim, sp_axes))
 
@@ -79,26 +79,6 @@ def _check_sliced(sliced_axes, ndim: int, sp_axes: tuple[int, ...]) -> tuple[int
     if len(norm) != len(sliced):
         raise ValueError(f"sliced_axes names an axis twice, got {sliced_axes!r}")
     return norm
-
-
-def _check_axes(axes, ndim: int, channel_axis: int | None, channels_checked: bool = True) -> tuple[int, ...]:
-    """The transformed axes, non-negative and increasing: two or three, none of them the channel axis."""
-    spatial = [i for i in range(ndim) if i != channel_axis]
-    if axes is None:
-        if len(spatial) < 2:
-            raise ValueError(f"image must have at least 2 dimensions besides channels, got {ndim} dimensions")
-        return tuple(spatial[-2:])
-    try:
-        ax = [int(a) for a in axes]
-        ok = all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in axes)
-    except TypeError:
-        ok = False
-    if not ok or len(ax) not in (2, 3) or any(not -ndim <= a < ndim for a in ax):
-        raise ValueError(f"axes must be two or three axes of the image (ndim {ndim}), got {axes!r}")
-    ax = [a % ndim for a in ax]
-    if len(set(ax)) != len(ax) or (channels_checked and channel_axis in ax):
-        raise ValueError(f"axes must be distinct spatial axes, not the channel axis {channel_axis}, got {axes!r}")
-    return tuple(sorted(ax))
 
 
 def _to_channels(plane: np.ndarray, channel_axis: int | None, keep_float32: bool = False) -> list[np.ndarray]:
