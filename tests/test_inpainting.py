@@ -369,6 +369,37 @@ def test_progress_covers_the_dictionarys_adaptation_and_cancels_in_it(photo, str
     assert max(seen) <= n_learn
 
 
+def test_the_adaptation_beside_the_interpolation_reports_one_at_a_time_and_cancels(photo, strokes):
+    # the dictionary is fitted on a thread of its own while the start is interpolated: the same result, every step
+    # counted once, one report at a time, and Cancel from either thread stops both
+    import threading
+    import time
+
+    active, most, names, calls = [0], [0], set(), []
+
+    def one_at_a_time(done, total):
+        active[0] += 1
+        most[0] = max(most[0], active[0])
+        names.add(threading.current_thread().name)
+        calls.append((done, total))
+        time.sleep(1e-3)
+        active[0] -= 1
+
+    out = inpaint(photo, strokes, channel_axis=-1, n_train=3000, progress=one_at_a_time)
+    np.testing.assert_array_equal(out, inpaint(photo, strokes, channel_axis=-1, n_train=3000))
+    assert most[0] == 1 and any(n.startswith("restore-inpaint-learn") for n in names)
+    done, total = np.array(calls).T
+    assert np.all(total == total[0]) and np.all(np.diff(done) >= 0) and done[-1] == total[0]
+    for where in ("restore-inpaint-learn", "MainThread"):
+        def cancel(d, t, where=where):
+            if threading.current_thread().name.startswith(where) and d >= 2:
+                raise Cancelled
+
+        with pytest.raises(Cancelled):
+            inpaint(photo, strokes, channel_axis=-1, n_train=3000, progress=cancel)
+        assert not [t for t in threading.enumerate() if t.name.startswith("restore-inpaint")]
+
+
 def test_default_dictionary_ships():
     est = default_dictionary()
     assert isinstance(est, TreeDictionaryLearning) and est.components_.shape == (131, 64)

@@ -22,10 +22,18 @@ from .._config import default_num_threads, single_threaded_blas
 from .._progress import ProgressCallback, Steps
 from .._validation import check_callable, check_image, check_int, check_mask, check_number, restore_dtype
 from ..learning import TreeDictionaryLearning
-from .dictionary import _LEARN_BATCH, PATCH_SIZE, default_dictionary, learn_dictionary, resolve_dictionary, should_adapt
+from .dictionary import (
+    _LEARN_BATCH,
+    PATCH_SIZE,
+    default_dictionary,
+    learn_dictionary,
+    prepare_learning,
+    resolve_dictionary,
+    should_adapt,
+)
 from .diffusion import diffusion_time, edge_weights, fed_cycle, sharpen
 from .grouping import GroupSettings, group_passes, n_group_steps, plan_references
-from .interpolation import bands, biharmonic_fill, known_range, refill
+from .interpolation import _SharedSteps, bands, biharmonic_fill, known_range, refill
 from .masks import MaskCoverage, SuspectMaskWarning, mask_coverage
 from .patches import Coder, luminance, pass_batch, pass_grids, refine_luminance, window_sums
 from .prior import iterate_prior, prior_side, prior_steps, wants_prior
@@ -251,27 +259,38 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     steps = Steps(progress, n_learn + n_bands * (n_ch + 1) + n_cycles + n_batches + n_groups + n_prior + n_resolve,
                   start=True)
 
-    # 1. the dictionary, adapted to the image when it has enough complete patches (text, scratches)
-    t0 = time.perf_counter()
+    # 1. the dictionary, adapted to the image when it has enough complete patches (text, scratches): fitted on a
+    # thread of its own while 2. the start, the biharmonic interpolant (one thread on a small image), 3. is sharpened
+    # at edges by the diffusion and 4. the weights of the diffusion alone (straight edges) are computed
+    shared = _SharedSteps(steps)  # one report at a time from both threads, each adding its own steps
     est = job.dictionary
-    if adapt:
-        est = learn_dictionary(work, masks=run, patch_size=job.patch_size, n_patches=job.n_train, init=est, rng=gen,
-                               channel_axis=-1, progress=steps.callback(n_learn),
-                               **({} if est is None else {"lam": est.lam}))
-        steps.done = n_learn
-    log.info("dictionary ready in %.2f s", time.perf_counter() - t0)
-    # 2. the start: the biharmonic interpolant, 3. sharpened at edges by the diffusion
-    t0 = time.perf_counter()
-    exact = np.zeros(run.shape, dtype=bool)  # the pixels solved by the factorisation, not to a tolerance
-    start = biharmonic_fill(work, run, steps, direct=not dense, clip=not dense, n_threads=default_num_threads(),
-                            exact=exact)
-    del work  # from here on, the estimate's arrays only (the peak memory of 16 MP photos)
-    interpolant = start[run]
-    start, diffused = sharpen(start, run, default_num_threads(), steps.callback(n_cycles), time=eed_time)
-    t_start = time.perf_counter() - t0
-    # 4. where the result leans on the diffusion alone (straight edges)
-    lum = luminance(start)  # the dictionary codes the luminance; colour differences, smooth, keep the start's
-    weight = edge_weights(lum, run, steps)
+    with ThreadPoolExecutor(1, thread_name_prefix="restore-inpaint-learn") as side:
+        learner = None
+        if adapt:
+            learned = shared.counter(n_learn)
+            fit = prepare_learning(work, masks=run, patch_size=job.patch_size, n_patches=job.n_train, init=est,
+                                   rng=gen, channel_axis=-1, progress=learned,
+                                   **({} if est is None else {"lam": est.lam}))
+            learner = side.submit(_timed, fit, "dictionary ready in %.2f s")
+        else:
+            log.info("dictionary ready in %.2f s", 0.0)
+        try:
+            t0 = time.perf_counter()
+            exact = np.zeros(run.shape, dtype=bool)  # the pixels solved by the factorisation, not to a tolerance
+            start = biharmonic_fill(work, run, shared, direct=not dense, clip=not dense,
+                                    n_threads=default_num_threads(), exact=exact)
+            del work  # from here on, the estimate's arrays only (the peak memory of 16 MP photos)
+            interpolant = start[run]
+            start, diffused = sharpen(start, run, default_num_threads(), shared.counter(n_cycles), time=eed_time)
+            t_start = time.perf_counter() - t0
+            lum = luminance(start)  # the dictionary codes the luminance; colour differences, smooth, keep the start's
+            weight = edge_weights(lum, run, shared)
+            if learner is not None:
+                est = learner.result()
+                learned.finish()
+        except BaseException:
+            shared.failed = True  # the fit stops at its next step (Cancel, or an error here)
+            raise
     # 5. the passes of patch coding refine the luminance of the missing pixels
     t0 = time.perf_counter()
     refined = refine_luminance(lum.copy(), run, patch_size=job.patch_size, grids=grids, lams=job.lams,
@@ -383,6 +402,14 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
                              clip=not dense, n_threads=default_num_threads())[M]
     values += change[in_m]
     return job.result(values.astype(job.image.dtype, copy=False))
+
+
+def _timed(f, message: str):
+    """``f()``, its time logged with ``message``."""
+    t0 = time.perf_counter()
+    out = f()
+    log.info(message, time.perf_counter() - t0)
+    return out
 
 
 def _prior_change(job: _Job, run: np.ndarray, values: np.ndarray, peak: float, steps: Steps) -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import zipfile
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -124,6 +125,34 @@ def learn_dictionary(
     TreeDictionaryLearning
         The fitted dictionary.
     """
+    return prepare_learning(images, masks=masks, patch_size=patch_size, branching=branching, penalty=penalty,
+                            n_atoms=n_atoms, lam=lam, n_patches=n_patches, n_epochs=n_epochs,
+                            channel_axis=channel_axis, init=init, rng=rng, progress=progress)()
+
+
+def prepare_learning(
+    images: ArrayLike | list[ArrayLike],
+    *,
+    masks: ArrayLike | list[ArrayLike] | None = None,
+    patch_size: int = PATCH_SIZE,
+    branching: tuple[int, ...] = DEFAULT_BRANCHING,
+    penalty: str = "tree_l2",
+    n_atoms: int | None = None,
+    lam: float = DEFAULT_CODE_LAM,
+    n_patches: int = 50000,
+    n_epochs: int = 1,
+    channel_axis: int | None = None,
+    init: TreeDictionaryLearning | None = None,
+    rng: int | np.random.Generator | None = None,
+    progress: ProgressCallback | None = None,
+) -> Callable[[], TreeDictionaryLearning]:
+    """:func:`learn_dictionary` up to the fit: the checks and the training patches; returns the fit, to call.
+
+    The images are read here; the fit reads only the training patches, and
+    may run on another thread (:func:`restore.inpaint` fits while it
+    interpolates). ``rng`` is used by the fit too: nothing else may draw
+    from it meanwhile.
+    """
     imgs = list(images) if isinstance(images, (list, tuple)) else [images]
     msks = list(masks) if isinstance(masks, (list, tuple)) else [masks] * len(imgs)
     if not imgs:
@@ -156,7 +185,8 @@ def learn_dictionary(
     if len(Z) < _MIN_PATCHES:
         raise ValueError(f"only {len(Z)} usable patches (a quarter of their pixels known or more, not flat): give "
                          "larger or less masked images")
-    return est.set_params(random_state=gen).fit(Z, mask=np.concatenate([w for _, w in drawn]))
+    W = np.concatenate([w for _, w in drawn])
+    return lambda: est.set_params(random_state=gen).fit(Z, mask=W)
 
 
 def resolve_dictionary(dictionary: TreeDictionaryLearning | str | os.PathLike | None,

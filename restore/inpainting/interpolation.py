@@ -118,6 +118,35 @@ class _SharedSteps:
                 self.failed = True
                 raise
 
+    def counter(self, n_steps: int) -> _Counter:
+        """A ``progress(done, total)`` for a stage of ``n_steps`` steps, that adds to the count as it goes.
+
+        Unlike :meth:`Steps.callback`, which sets the count, it lets other
+        stages count at the same time.
+        """
+        return _Counter(self, n_steps)
+
+
+class _Counter:
+    """See :meth:`_SharedSteps.counter`."""
+
+    def __init__(self, shared: _SharedSteps, n_steps: int) -> None:
+        self.shared, self.n_steps, self.counted = shared, n_steps, 0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = min(self.n_steps, int(round(self.n_steps * done / max(total, 1))))
+        if now > self.counted:
+            n, self.counted = now - self.counted, now
+            self.shared(n)
+        else:
+            self.shared.tick()
+
+    def finish(self) -> None:
+        """Count the steps the stage left uncounted (it may end early)."""
+        if self.counted < self.n_steps:
+            n, self.counted = self.n_steps - self.counted, self.n_steps
+            self.shared(n)
+
 
 def known_range(img: np.ndarray, missing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The least and the largest known value of each channel of a channels-last image (inf, -inf: none known)."""
