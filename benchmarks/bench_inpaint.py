@@ -41,8 +41,9 @@ method). Prints aligned tables; ``--json PATH`` also writes every number.
    wrong after part 1 has grown the parent). Reported: wall time of the
    call and of the whole process, CPU time, peak RSS, masked PSNR, the time
    split from the ``restore.inpainting`` log messages ("dictionary ready in
-   X s" = fine-tuning the dictionary; "interpolated in Z s" = the biharmonic
-   prior; "coded and averaged patches in Y s"; "non-local passes in W s";
+   X s" = fine-tuning the dictionary, on a thread of its own while the
+   start is interpolated: the two overlap; "interpolated in Z s" = the
+   biharmonic start and its diffusion; "coded and averaged patches in Y s"; "non-local passes in W s";
    "non-local prior: N steps in V s", the ``prior s`` column of part 1)
    and the number of patches coded. Requirement (issue 30): ours within 3x
    biharmonic's wall time (same run), at most 1.5 GB peak, masked PSNR
