@@ -47,6 +47,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 OLD_DEFAULT = "df341e7^"  # parent of "restore/denoise.py becomes the package restore/denoise/" (issue 28)
 WINDOW_PX = (1600, 1000)  # a fixed window, as bench_plugin's, for comparable regions
+DOCK_WIDTH_PX = 480  # the Denoise dock's width on both sides, so that both canvases show the same part zoomed in
 ZOOM_IN = 2.0  # the zoomed-in view (napari camera zoom), centred at a third of the plane as bench_plugin's
 CHILD_TIMEOUT_S = 1800.0  # one side's process (napari start, warm previews, timed previews)
 SETTINGS = ("defaults", "gaussian")  # the widget's defaults; then noise model Gaussian on both sides
@@ -94,7 +95,8 @@ def _child(spec: dict) -> dict:
     viewer = napari.Viewer(show=True)
     viewer.window._qt_window.resize(*WINDOW_PX)  # noqa: SLF001 - a fixed window for comparable regions
     w = DenoiseWidget(viewer)
-    viewer.window.add_dock_widget(w, name="Denoise")
+    dock = viewer.window.add_dock_widget(w, name="Denoise")
+    dock.setFixedWidth(DOCK_WIDTH_PX)  # the two widgets' own widths differ: the canvas, and so the view, would too
     wait(lambda: not w.busy)  # the widget's first-use compilation (from the numba cache once warm)
     camera = viewer.scene.camera if hasattr(viewer, "scene") else viewer.camera
     defaults = {"method": getattr(getattr(w, "method", None), "value", "wavelet (the only one)"),
@@ -127,7 +129,10 @@ def _child(spec: dict) -> dict:
             wait(lambda: not w.busy)
         return found
 
-    results = {"defaults": defaults, "runs": {}}
+    for _ in range(20):
+        app.processEvents()
+    canvas = viewer.window._qt_viewer.canvas.native  # noqa: SLF001 - its size decides the region in view
+    results = {"defaults": defaults, "canvas": f"{canvas.width()}x{canvas.height()}", "runs": {}}
     for seed, name in ((1, "warm"), (0, "big")):  # untimed on another layer first: all warm, nothing cached
         if name == "big" and spec["warm_only"]:
             break
@@ -271,7 +276,8 @@ def _print_tables(runs: list[Run], args: argparse.Namespace, table) -> None:
         for setting in SETTINGS:
             for view in ("out", "in"):
                 old, new = timings(n, "old", setting, view), timings(n, "new", setting, view)
-                row = [f"{n}x{n} {setting}, zoomed {view}", new[0]["region"]]
+                regions = sorted({t["region"] for t in old + new})  # the same on both sides, as the canvases
+                row = [f"{n}x{n} {setting}, zoomed {view}", " / ".join(regions)]
                 for key in ("first", "final", "first_cpu", "final_cpu"):
                     a, b = statistics.median(t[key] for t in old), statistics.median(t[key] for t in new)
                     row += [f"{a:.2f}", f"{b:.2f}", f"{b / a:.2f}" if a > 0 else "n/a"]
@@ -286,11 +292,11 @@ def _print_tables(runs: list[Run], args: argparse.Namespace, table) -> None:
     for n, r, side, out in runs:
         for setting in SETTINGS:
             for t in out["runs"][setting]:
-                rows.append([f"{n}x{n} round {r} {side}", setting, t["view"], t["region"], f"{t['first']:.2f}",
-                             f"{t['final']:.2f}", f"{t['first_cpu']:.2f}", f"{t['final_cpu']:.2f}",
-                             f"{out['other_cores']:.2f}"])
+                rows.append([f"{n}x{n} round {r} {side}", setting, t["view"], out["canvas"], t["region"],
+                             f"{t['first']:.2f}", f"{t['final']:.2f}", f"{t['first_cpu']:.2f}",
+                             f"{t['final_cpu']:.2f}", f"{out['other_cores']:.2f}"])
     print()
-    print(table(["plane, round, side", "settings", "view", "region", "first s", "final s", "first CPU s",
+    print(table(["plane, round, side", "settings", "view", "canvas", "region", "first s", "final s", "first CPU s",
                  "final CPU s", "others' cores"], rows, title="Every timed process, in the order run"))
 
 
