@@ -591,6 +591,12 @@ _SMOOTH_QUANTILE = 0.25  # keep the smoothest quarter of the places (local-mean 
 # group's own smoothest quarter joins, so that the noise-level function has points at those levels too
 _LEVEL_GROUPS = 32
 _SPARSE = 0.05
+# Gaussian noise: the details' robust deviation in blocks of this many places a side (32 pixels), read at their
+# quantile _BLOCK_QUANTILE (the quietest blocks), over its value on pure noise (_BLOCK_BIAS), from _MIN_BLOCKS blocks
+_BLOCK = 16
+_BLOCK_QUANTILE = 0.1
+_BLOCK_BIAS = 0.909  # the 10th percentile of 16 x 16 blocks' robust deviations of pure unit noise
+_MIN_BLOCKS = 16
 _MEAN_WINDOW = 9  # side of the window averaging the approximation band into the local mean (18 pixels)
 _N_BINS = 24  # bins of the local mean, each one point of the noise-level function (sparse ones merged)
 _MIN_SAMPLES = 1024  # fewer smooth samples than this: no line is fitted (the Gaussian estimate, gain 0)
@@ -685,7 +691,7 @@ def _estimate_noise_unit(planes: np.ndarray, scale: float, clip: tuple[float, fl
     ``clip``: the levels where the planes' values are clipped (-inf, inf
     where they are not), in the planes' units.
     """
-    means, dets, levels, left_out, allowed, cens = _smooth_samples(planes, scale, clip, steps)
+    means, dets, levels, left_out, allowed, cens, quiet = _smooth_samples(planes, scale, clip, steps)
     levels = (max(levels[0], clip[0] / scale), min(levels[1], clip[1] / scale))
     clipped = ""
     if left_out >= 0.005:
@@ -693,7 +699,7 @@ def _estimate_noise_unit(planes: np.ndarray, scale: float, clip: tuple[float, fl
                    + (f" (those with over {100 * allowed:.0f}% of clipped values)" if allowed > 0 else ""))
     if allowed >= _CLIPPED_SHARES[-1]:
         clipped = _join("uncertain: clipping reaches most of the image", clipped)
-    gauss = _gaussian(dets, clipped)
+    gauss = _gaussian(dets, clipped, quiet)
     if noise == "gaussian":
         return gauss
     if means.size < _MIN_SAMPLES:
@@ -739,10 +745,20 @@ def _join(*notes: str) -> str:
     return "; ".join(n for n in notes if n)
 
 
-def _gaussian(dets: np.ndarray, clipped: str) -> NoiseEstimate:
-    """The Gaussian model: a robust deviation of the details (median absolute value over 0.6745)."""
+def _gaussian(dets: np.ndarray, clipped: str, quiet: np.ndarray) -> NoiseEstimate:
+    """The Gaussian model: the low quantile of the blocks' robust deviations ``quiet``, else of all the details.
+
+    Texture whose local mean is flat (fur, foliage) passes the smooth
+    places' test and adds to their details' deviation at low noise; the
+    quietest blocks are those with neither texture nor edges. With fewer
+    than :data:`_MIN_BLOCKS` blocks, the details' median absolute value
+    over 0.6745.
+    """
     n = int(dets.size)
-    s = float(np.median(np.abs(dets)) / _MAD) if n else 0.0
+    if quiet.size >= _MIN_BLOCKS:
+        s = float(np.quantile(quiet, _BLOCK_QUANTILE) / _BLOCK_BIAS)
+    else:
+        s = float(np.median(np.abs(dets)) / _MAD) if n else 0.0
     se = _MAD_SE * s / np.sqrt(max(n, 1))
     # the variance's relative error is twice the deviation's
     uncertain = n == 0 or 2 * se > _UNCERTAIN * s
@@ -789,7 +805,7 @@ def _clip_levels(ends: list, size: int) -> tuple[float, float]:
 
 
 def _smooth_samples(planes: np.ndarray, scale: float, clip: tuple[float, float], steps: _Steps
-                    ) -> tuple[np.ndarray, np.ndarray, tuple[float, float], float, float, np.ndarray]:
+                    ) -> tuple[np.ndarray, np.ndarray, tuple[float, float], float, float, np.ndarray, np.ndarray]:
     """Local means and finest diagonal details at the smooth, unclipped places of every plane (over ``scale``).
 
     Also the range of the local means of all places (the image's darkest
@@ -801,7 +817,9 @@ def _smooth_samples(planes: np.ndarray, scale: float, clip: tuple[float, float],
     more the more of their values it takes). Last, the smooth places left
     out that way, clipped at the dark end, as rows of their window's share
     of values clipped there and its mean value (over ``scale``), for
-    :func:`_censored_read_noise`.
+    :func:`_censored_read_noise`. Then the details' robust deviation in each
+    block of :data:`_BLOCK` x :data:`_BLOCK` unclipped places, for
+    :func:`_gaussian`.
     """
     from scipy import ndimage
 
@@ -809,6 +827,7 @@ def _smooth_samples(planes: np.ndarray, scale: float, clip: tuple[float, float],
     tiers = _CLIPPED_SHARES if clipping else (0.0,)
     means: list[list[np.ndarray]] = [[] for _ in tiers]
     dets: list[list[np.ndarray]] = [[] for _ in tiers]
+    quiet: list[list[np.ndarray]] = [[] for _ in tiers]
     left: list[int] = [0 for _ in tiers]
     censored: list[np.ndarray] = []
     lo, hi = np.inf, -np.inf
@@ -836,6 +855,7 @@ def _smooth_samples(planes: np.ndarray, scale: float, clip: tuple[float, float],
             left[t] += int(m.size - np.count_nonzero(usable))
             if not usable.any():
                 continue
+            quiet[t].append(_block_deviations(d, usable))
             # the gradient of the local mean also carries noise: compare it within each plane
             keep = usable & _smoothest(m, grad, usable)
             means[t].append(m[keep])
@@ -846,9 +866,20 @@ def _smooth_samples(planes: np.ndarray, scale: float, clip: tuple[float, float],
     cens = np.concatenate(censored) if censored else np.empty((0, 2))
     cens = cens[cens[:, 0] > tiers[t] + 1e-6]  # the places the unclipped samples leave out
     if not means[t]:
-        return np.empty(0), np.empty(0), (lo, hi), 1.0, tiers[t], cens
+        return np.empty(0), np.empty(0), (lo, hi), 1.0, tiers[t], cens, np.empty(0)
     return (np.concatenate(means[t]), np.concatenate(dets[t]), (lo, hi), left[t] / max(places, 1),
-            tiers[t], cens)
+            tiers[t], cens, np.concatenate(quiet[t]))
+
+
+def _block_deviations(d: np.ndarray, usable: np.ndarray) -> np.ndarray:
+    """The robust deviation (median absolute value over 0.6745) of ``d`` in each whole block of usable places."""
+    b = _BLOCK
+    rows, cols = d.shape[0] // b, d.shape[1] // b
+    if rows == 0 or cols == 0:
+        return np.empty(0)
+    blocks = d[:rows * b, :cols * b].reshape(rows, b, cols, b).swapaxes(1, 2).reshape(-1, b * b)
+    whole = usable[:rows * b, :cols * b].reshape(rows, b, cols, b).all(axis=(1, 3)).ravel()
+    return np.median(np.abs(blocks[whole]), axis=1) / _MAD
 
 
 def _censored_places(p: np.ndarray, scale: float, clip: tuple[float, float], m: np.ndarray, grad: np.ndarray,
