@@ -326,8 +326,11 @@ def estimate_noise(image: ArrayLike, *, noise: str = "auto",
     as the bright spots of fluorescence), so that image detail does not
     pass for noise.
 
-    *Gaussian*: ``sigma`` is the median absolute detail coefficient over
-    0.6745 (a robust standard deviation).
+    *Gaussian*: the smooth places are cut into blocks of 16 x 16 (32 x 32
+    pixels); ``sigma`` is the 10th percentile of the blocks' robust
+    deviations (median absolute detail over 0.6745), over its value on pure
+    noise: the quietest blocks, without texture whose local mean is flat.
+    Under 16 blocks, the robust deviation of all the smooth places' details.
 
     *Poisson-Gaussian*: the places are sorted into bins of equal width in
     their local mean (sparse bins merged with the next); in each, a robust
