@@ -672,7 +672,7 @@ def _stage(stage: int, Y: np.ndarray, guide3: np.ndarray | None, E: np.ndarray |
         # transform of the image matched on (stage 1's guide: that alone)
         F = np.empty((n_rows, n_orig[1], len(feat_sel), n_orig[2]), dtype=np.float32)
 
-        def coef_task(img, out, sel, r0, r1, matched, strip=strip):
+        def coef_task(img, out, sel, r0, r1, matched, strip=strip, F=F):
             fp = (fpos_all if len(sel) == p else fpos_sel) if matched else no_fpos[:len(sel)]
             fo = F[r0 - strip.s0:r1 - strip.s0] if matched else no_feat
             return lambda: patch_coefs(img, r0, r1, Ms[0], Ms[1], Ms[2], sel, out[r0 - strip.s0:r1 - strip.s0], fp,

@@ -58,7 +58,7 @@ def test_the_transform_of_every_patch_is_its_own_transform(patch3, kind, sel):
     Ms = [np.ascontiguousarray(transform_matrix(kind, n)) for n in patch3]
     p = int(np.prod(patch3))
     sel = np.arange(p) if sel is None else np.array(sel)
-    n_orig = [n - q + 1 for n, q in zip(img.shape, patch3)]
+    n_orig = [n - q + 1 for n, q in zip(img.shape, patch3, strict=True)]
     out = np.full((n_orig[0] - 3, n_orig[1], n_orig[2], len(sel)), np.nan, dtype=np.float32)
     feat = np.full((n_orig[0] - 3, n_orig[1], len(sel), n_orig[2]), np.nan, dtype=np.float32)
     fpos = np.arange(len(sel))[::-1].copy()  # each coefficient also a feature, in the reverse order
@@ -99,7 +99,7 @@ def test_a_group_adds_its_weighted_patches_where_they_were_matched(patch3, kind)
     want_num, want_den = np.zeros(shape), np.zeros(shape)
     patches = _synthesis(x.reshape((k,) + patch3), Ms)
     for m in range(k):
-        box = tuple(slice(q + o, q + o + n) for q, o, n in zip(idx[m], (1, 0, 2), patch3))
+        box = tuple(slice(q + o, q + o + n) for q, o, n in zip(idx[m], (1, 0, 2), patch3, strict=True))
         want_num[box] += 0.7 * win * patches[m]
         want_den[box] += 0.7 * win
     np.testing.assert_allclose(bnum, want_num, atol=1e-12)
