@@ -10,11 +10,12 @@ shifts, more memory), sigma estimated, lam by SURE, the Wiener stage, and
 reads the high-water mark
 (VmHWM). Bytes per voxel: (VmHWM - baseline) / voxels; the output (float32,
 4 bytes a voxel) is part of it, the input is not. The target: at most 40
-bytes a voxel. ``--noise poisson-gaussian`` draws photon noise instead (gain
-0.01, read noise 0.02, given to the call) and denoises under that model: the
-stabilised data and their variance map are part of the call's memory. CPU
-and wall time of the call are reported too (a shared machine: CPU time is
-the steadier).
+bytes a voxel, under either noise. ``--noise poisson-gaussian`` draws photon
+noise instead (gain 0.01, read noise 0.02, given to the call) and denoises
+under that model: the variance map of the stabilised data is part of the
+call's memory (the stabilised data themselves only while the map is made:
+the transform reads them stabilised slab by slab). CPU and wall time of the
+call are reported too (a shared machine: CPU time is the steadier).
 
 Run from the repository root::
 

@@ -366,7 +366,8 @@ def _key_mask(key: str, axes: tuple[int, ...]) -> int:
 
 
 def wavelet_forward(x: np.ndarray, wavelet: str, splits: Sequence[int], out: np.ndarray | None = None, *,
-                    index: Sequence[np.ndarray] | None = None, multiply: bool = False) -> np.ndarray:
+                    index: Sequence[np.ndarray] | None = None, multiply: bool = False,
+                    lean: bool = False) -> np.ndarray:
     """Flat coefficients (:func:`band_layout` order) of the periodized transform of ``x``.
 
     Orthonormal when ``x``'s sides are divisible by 2 to their number of
@@ -374,17 +375,21 @@ def wavelet_forward(x: np.ndarray, wavelet: str, splits: Sequence[int], out: np.
 
     Volumes (3-D) are transformed in slabs (:func:`_forward_3d`): the same
     arithmetic as on the whole, so the same coefficients bit for bit, with
-    one volume of working memory besides ``out`` and ``x`` read in any
-    float dtype, slab by slab. ``index`` (3-D only): one index array per
+    half a volume of working memory besides ``out`` and ``x`` read in any
+    float dtype, slab by slab (``x`` only by indexing: it may be a view that
+    computes what is read). ``index`` (3-D only): one index array per
     axis, the array transformed being ``x[ix_(*index)]`` (a padded, shifted
     copy, never made whole). ``multiply`` (3-D only): ``out``'s detail
     coefficients are multiplied by the transform's (its approximation
-    coefficients replaced): a gain applied as the coefficients are made.
+    coefficients replaced): a gain applied as the coefficients are made;
+    ``out`` then holds no free memory, and the working memory is a volume,
+    or with ``lean`` half a volume for a second pass over the first axis of
+    the finest level (about a sixth more time).
     """
     if x.ndim == 3 or index is not None:
         shape = tuple(len(i) for i in index) if index is not None else x.shape
         flat = np.empty(int(np.prod(shape, dtype=np.int64))) if out is None else out
-        _forward_3d(_reader(x, index), shape, wavelet, splits, flat, multiply)
+        _forward_3d(_reader(x, index), shape, wavelet, splits, flat, multiply, lean)
         return flat
     if multiply:
         raise ValueError("multiply is for 3-D transforms")
@@ -464,7 +469,11 @@ def _half(key: str, axes: Sequence[int], shape: Sequence[int]) -> tuple:
 
 
 def _reader(x: np.ndarray, index: Sequence[np.ndarray] | None):
-    """``read(axis, sl)``: the slab ``sl`` along ``axis`` of ``x[ix_(*index)]`` (or of ``x``), float64."""
+    """``read(axis, sl)``: the slab ``sl`` along ``axis`` of ``x[ix_(*index)]`` (or of ``x``), float64.
+
+    ``x`` is read only by indexing (one axis at a time, the slab's first): an array, or a view that computes what
+    is read of it.
+    """
     def as_slice(ix: np.ndarray) -> slice | np.ndarray:
         if ix.size and ix[0] >= 0 and np.array_equal(ix, np.arange(ix[0], ix[0] + ix.size)):
             return slice(int(ix[0]), int(ix[0]) + ix.size)
@@ -480,43 +489,76 @@ def _reader(x: np.ndarray, index: Sequence[np.ndarray] | None):
         order = [axis] + [a for a in range(x.ndim) if a != axis]  # the slab first: the other takes are then small
         for a in order:
             ix = as_slice(index[a][sl]) if a == axis else whole[a]
-            v = v[_along(a, ix, x.ndim)] if isinstance(ix, slice) else np.take(v, ix, axis=a)
+            # a source that is no array by indexing: a view that computes what is read (._units.StabilisedVolume)
+            by_index = isinstance(ix, slice) or not isinstance(v, np.ndarray)
+            v = v[_along(a, ix, x.ndim)] if by_index else np.take(v, ix, axis=a)
         return np.asarray(v, dtype=np.float64)
 
     return read
 
 
-def _forward_level(read, shape: tuple[int, ...], wavelet: str, axes: tuple[int, ...], write) -> None:
+def _forward_level(read, shape: tuple[int, ...], wavelet: str, axes: tuple[int, ...], write,
+                   scratch: np.ndarray | None = None) -> None:
     """One level of the transform over ``axes`` of an array of ``shape`` (``read(axis, sl)`` its slabs).
 
-    The axes but the last, in slabs along the last (PyWavelets' ``dwtn``, whose lines they hold whole), into a
-    volume in Mallat layout; then the last axis, subband by subband, in slabs along another axis. Each line goes
-    through the same filter code as in ``dwtn`` of the whole, in the same order of axes: the same coefficients.
-    ``write(key, index, values)``: subband ``key`` (one letter per axis of ``axes``) at ``index``.
+    The axes but the last, in slabs along the last (PyWavelets' ``dwt`` along each, whose lines they hold whole), into
+    half a volume in Mallat layout: the half of the approximation along the first axis, then that of its details;
+    each half then along the last axis, subband by subband, in slabs along another axis. Each line goes through the
+    same filter code as in ``dwtn`` of the whole, in the same order of axes: the same coefficients.
+    ``write(key, index, values)``: subband ``key`` (one letter per axis of ``axes``) at ``index``. ``scratch``:
+    memory free until the details along the first axis are written (half the array's size, float64), which then
+    holds the approximation's half while the details' half is made in the same pass; without it, the first axis is
+    transformed twice, once for each half (half a volume of working memory, not a volume, either way).
     """
     nd = len(shape)
     last, first = axes[-1], axes[:-1]
-    if first:
-        buf = np.empty(shape)
-        for sl in _slabs(shape, last):
-            for key, v in pywt.dwtn(read(last, sl), wavelet, mode="periodization", axes=first).items():
-                part = list(_half(key, first, shape))
-                part[last] = sl
-                buf[tuple(part)] = v
-    else:
-        buf = read(last, slice(None))
     other = next(a for a in range(nd) if a != last)
-    for key in ("".join(k) for k in product("ad", repeat=len(first))):
-        q = buf[_half(key, first, shape)]
-        for sl in _slabs(q.shape, other):
+    if not first:  # one axis: its lines read whole, in slabs along another
+        for sl in _slabs(shape, other):
             idx = _along(other, sl, nd)
-            ca, cd = pywt.dwt(q[idx], wavelet, mode="periodization", axis=last)
-            write(key + "a", idx, ca)
-            write(key + "d", idx, cd)
+            ca, cd = pywt.dwt(read(other, sl), wavelet, mode="periodization", axis=last)
+            write("a", idx, ca)
+            write("d", idx, cd)
+        return
+    head, rest = first[0], first[1:]
+    half = tuple(s // 2 if a == head else s for a, s in enumerate(shape))
+    keys = ["".join(k) for k in product("ad", repeat=len(rest))]
+
+    def fill(bufs: dict[str, np.ndarray]) -> None:  # the halves ``bufs`` names ('a', 'd'), the axes but the last
+        for sl in _slabs(shape, last):
+            lo, hi = pywt.dwt(read(last, sl), wavelet, mode="periodization", axis=head)
+            for h, v in (("a", lo), ("d", hi)):
+                if h in bufs:
+                    for key, w in (pywt.dwtn(v, wavelet, mode="periodization", axes=rest) if rest else {"": v}).items():
+                        part = list(_half(key, rest, half))
+                        part[last] = sl
+                        bufs[h][tuple(part)] = w
+            del lo, hi
+
+    def finish(h: str, buf: np.ndarray) -> None:  # the last axis of half ``h``
+        for key in keys:
+            q = buf[_half(key, rest, half)]
+            for sl in _slabs(q.shape, other):
+                idx = _along(other, sl, nd)
+                ca, cd = pywt.dwt(q[idx], wavelet, mode="periodization", axis=last)
+                write(h + key + "a", idx, ca)
+                write(h + key + "d", idx, cd)
+
+    if scratch is not None:
+        bufs = {"a": scratch.reshape(half), "d": np.empty(half)}
+        fill(bufs)
+        finish("a", bufs.pop("a"))
+        finish("d", bufs.pop("d"))
+        return
+    for h in "ad":
+        buf = np.empty(half)
+        fill({h: buf})
+        finish(h, buf)
+        del buf
 
 
 def _forward_3d(read, shape: tuple[int, ...], wavelet: str, splits: Sequence[int], flat: np.ndarray,
-                multiply: bool) -> None:
+                multiply: bool, lean: bool = False) -> None:
     """:func:`wavelet_forward` of a volume read in slabs (``read(axis, sl)``), into ``flat``."""
     nd = len(shape)
     if not splits:  # no level: the coefficients are the values
@@ -540,47 +582,80 @@ def _forward_3d(read, shape: tuple[int, ...], wavelet: str, splits: Sequence[int
             else:
                 view[idx] = v
 
-        _forward_level(read, shape, wavelet, axes, write)
+        # the level's details along its first axis go to flat[n // 2:n] (n: the level's input), written last:
+        # until then free, unless a gain is there to be multiplied; then memory apart, or a second pass (lean)
+        n = int(np.prod(shape, dtype=np.int64))
+        scratch = None
+        if len(axes) > 1 and not multiply and flat.flags.c_contiguous:
+            scratch = flat[n // 2:n]
+        elif len(axes) > 1 and not (lean and level == 1):  # coarser levels: an eighth of the finest or less
+            scratch = np.empty(n // 2)
+        _forward_level(read, shape, wavelet, axes, write, scratch)
+        del scratch
         read = partial(lambda axis, sl, a: a[_along(axis, sl, nd)], a=approx)
         shape = approx.shape
     flat[: approx.size] = approx.ravel()
 
 
-def _inverse_level(band, shape: tuple[int, ...], wavelet: str, axes: tuple[int, ...], write) -> None:
+def _inverse_level(band, shape: tuple[int, ...], wavelet: str, axes: tuple[int, ...], write,
+                   scratch: np.ndarray | None = None) -> None:
     """One level of the inverse over ``axes``, to an array of ``shape``: ``write(axis, sl, values)`` its slabs.
 
-    The reverse of :func:`_forward_level`: the last axis, subband pair by pair, in slabs along another axis, into a
-    volume in Mallat layout over the others; then those (PyWavelets' ``idwtn``) in slabs along the last. The same
-    lines through the same code, in ``idwtn``'s order of axes: the same values as ``idwtn`` of the whole.
-    ``band(key)``: subband ``key`` of ``axes``.
+    The reverse of :func:`_forward_level`, half by half: the subbands of the approximation along the first axis,
+    along the last axis (subband pair by pair, in slabs along another axis) into half a volume in Mallat layout
+    over the others, then those but the first (PyWavelets' ``idwtn``) in slabs along the last, into half a volume;
+    the same for the details' half, whose slabs then meet the approximation's along the first axis. The same lines
+    through the same code, in ``idwtn``'s order of axes: the same values as ``idwtn`` of the whole.
+    ``band(key)``: subband ``key`` of ``axes``. ``scratch``: memory free once the approximation's subbands have
+    been read (half the array's size, float64), which then holds its half (else a volume of working memory, not half).
     """
     nd = len(shape)
     last, first = axes[-1], axes[:-1]
     other = next(a for a in range(nd) if a != last)
-    buf = np.empty(shape) if first else None
-    for key in ("".join(k) for k in product("ad", repeat=len(first))):
-        lo, hi = band(key + "a"), band(key + "d")
+    if not first:  # one axis: its lines whole, in slabs along another
+        lo, hi = band("a"), band("d")
         for sl in _slabs(lo.shape, other):
             idx = _along(other, sl, nd)
-            v = pywt.idwt(lo[idx], hi[idx], wavelet, mode="periodization", axis=last)
-            if buf is None:
-                write(other, sl, v)
-            else:
-                buf[_half(key, first, shape)][idx] = v
-    if buf is None:
+            write(other, sl, pywt.idwt(lo[idx], hi[idx], wavelet, mode="periodization", axis=last))
         return
-    keys = ["".join(k) for k in product("ad", repeat=len(first))]
-    for sl in _slabs(shape, last):
+    head, rest = first[0], first[1:]
+    half = tuple(s // 2 if a == head else s for a, s in enumerate(shape))
+    keys = ["".join(k) for k in product("ad", repeat=len(rest))]
+
+    def unlast(h: str, buf: np.ndarray) -> None:  # the last axis of half ``h``'s subbands, into ``buf``
+        for key in keys:
+            lo, hi = band(h + key + "a"), band(h + key + "d")
+            q = buf[_half(key, rest, half)]
+            for sl in _slabs(lo.shape, other):
+                idx = _along(other, sl, nd)
+                q[idx] = pywt.idwt(lo[idx], hi[idx], wavelet, mode="periodization", axis=last)
+
+    def unrest(buf: np.ndarray, sl: slice) -> np.ndarray:  # the axes but the first and the last, slab ``sl``
         parts = {}
         for key in keys:
-            part = list(_half(key, first, shape))
+            part = list(_half(key, rest, half))
             part[last] = sl
             parts[key] = buf[tuple(part)]
-        write(last, sl, pywt.idwtn(parts, wavelet, mode="periodization", axes=first))
+        return pywt.idwtn(parts, wavelet, mode="periodization", axes=rest) if rest else parts[""]
+
+    buf = np.empty(half)
+    unlast("a", buf)
+    approx = np.empty(half) if scratch is None else scratch.reshape(half)
+    for sl in _slabs(shape, last):
+        approx[_along(last, sl, nd)] = unrest(buf, sl)
+    unlast("d", buf)
+    for sl in _slabs(shape, last):
+        write(last, sl, pywt.idwt(approx[_along(last, sl, nd)], unrest(buf, sl), wavelet, mode="periodization",
+                                  axis=head))
 
 
-def wavelet_inverse_slabs(c: np.ndarray, wavelet: str, splits: Sequence[int], shape: Sequence[int], emit) -> None:
-    """:func:`wavelet_inverse` of a volume, its finest level handed out in slabs: ``emit(axis, sl, values)``."""
+def wavelet_inverse_slabs(c: np.ndarray, wavelet: str, splits: Sequence[int], shape: Sequence[int], emit, *,
+                          consume: bool = False) -> None:
+    """:func:`wavelet_inverse` of a volume, its finest level handed out in slabs: ``emit(axis, sl, values)``.
+
+    ``consume``: ``c`` is the caller's to lose (overwritten, not read after): each level's coefficients, once
+    read, hold half of its working memory (:func:`_inverse_level`'s ``scratch``), half a volume less at the finest.
+    """
     nd = len(shape)
     shape = tuple(int(s) for s in shape)
     layout = band_layout(shape, splits)
@@ -600,13 +675,16 @@ def wavelet_inverse_slabs(c: np.ndarray, wavelet: str, splits: Sequence[int], sh
             b = bands[(level, _key_mask(key, axes))]
             return c[b.start:b.start + b.size].reshape(b.shape)
 
+        # the level's coarser half of c (its approximation's subbands and the coarser levels): read first
+        n = int(np.prod(out_shape, dtype=np.int64))
+        scratch = c[:n // 2] if consume and c.flags.c_contiguous and c.flags.writeable and len(axes) > 1 else None
         if level == 1:
-            _inverse_level(band, out_shape, wavelet, axes, emit)
+            _inverse_level(band, out_shape, wavelet, axes, emit, scratch)
             return
         out = np.empty(out_shape)
 
         def put(axis: int, sl: slice, v: np.ndarray, out: np.ndarray = out) -> None:
             out[_along(axis, sl, nd)] = v
 
-        _inverse_level(band, out_shape, wavelet, axes, put)
+        _inverse_level(band, out_shape, wavelet, axes, put, scratch)
         a = out

@@ -12,6 +12,18 @@ from ..proximal import _free_scratch
 from ._transform import _overlap, _Plan, _shifts, _shrink_rows
 
 
+def _scale_bands(row: np.ndarray, bands: list[tuple[int, int, np.ndarray]] | None, up: bool) -> None:
+    """Each band of ``row`` divided (``up``: multiplied) by its cells' noise deviation (none without ``bands``).
+
+    A function, so that no level's array of cells (an eighth of a volume) outlives it in a loop variable.
+    """
+    for lo, hi, v in bands or ():
+        if up:
+            row[lo:hi] *= np.sqrt(v)
+        else:
+            row[lo:hi] /= np.sqrt(v)
+
+
 def _shift_groups(n_shifts: int, ndim: int = 2) -> list[list[tuple[int, ...]]]:
     """The shifts in groups of one per thread: each group is shrunk as one batch (one row per thread)."""
     shifts = _shifts(n_shifts, ndim)
@@ -82,15 +94,13 @@ def _denoise_volume(vol: np.ndarray, lam: float, penalty: str, plan: _Plan, pena
             row = plan.forward(vol, s)
         bands = None if var_map is None else plan.band_vars(var_map, s)  # a level's cells, not a volume
         step()
-        for lo, hi, v in bands or ():
-            row[lo:hi] /= np.sqrt(v)
+        _scale_bands(row, bands, up=False)
         _shrink_rows(row.reshape(1, -1), lam, penalty, plan, penalize_approx, level_weights)
-        for lo, hi, v in bands or ():
-            row[lo:hi] *= np.sqrt(v)
+        _scale_bands(row, bands, up=True)
         del bands
         _free_scratch()  # the prox keeps a volume of scratch per thread for its next call: not while transforming
         step()
-        plan.add_inverse(row, s, acc)
+        plan.add_inverse(row, s, acc, consume=True)
         del row
         step()
     if len(shifts) > 1:
@@ -207,29 +217,36 @@ def _gain_in_place(p2: np.ndarray, s2: float | np.ndarray) -> None:
         g[~positive] = 1.0
 
 
+def _band_gains(p2: np.ndarray, bands: list[tuple[int, int, np.ndarray]]) -> None:
+    """:func:`_gain_in_place` of each band of ``p2`` with its cells' variances (as :func:`_scale_bands`)."""
+    for lo, hi, v in bands:
+        _gain_in_place(p2[lo:hi], v)
+
+
 def _wiener_volume(vol: np.ndarray, pilot: np.ndarray, s2: float, plan: _Plan, shifts: list[tuple[int, ...]],
                    step, var_map: np.ndarray | None = None, var_factor: float = 1.0) -> np.ndarray:
     """:func:`_wiener_plane` of a volume: the same values, in less memory.
 
     The pilot's coefficients become the gains in place (band by band from the cells' variances under
     ``var_map``), the volume's coefficients are multiplied into them as its transform makes them, and their
-    inverse is added to the sum slab by slab: one volume of coefficients and one of working memory besides
-    the pilot and the sum.
+    inverse is added to the sum slab by slab: one volume of coefficients and half a volume of working memory
+    besides the pilot and the sum (a volume while the volume is transformed, unless a variance map is held too:
+    then a second pass over the transform's first axis keeps it to half, :func:`restore.wavelet.wavelet_forward`).
     """
     acc = np.zeros(plan.shape)
     for s in shifts:
         gain = plan.forward(pilot, s)
         gain *= gain
         if var_map is not None:
-            for lo, hi, v in plan.band_vars(var_map, s, var_factor)[1:]:  # the approximation is kept: no gain
-                _gain_in_place(gain[lo:hi], v)
+            _band_gains(gain, plan.band_vars(var_map, s, var_factor)[1:])  # the approximation is kept: no gain
         elif s2 > 0:
             _gain_in_place(gain, s2)
         else:
             gain[:] = 1.0
-        plan.forward(vol, s, out=gain, multiply=True)  # details times their gain, the approximation kept
+        # details times their gain, the approximation kept; under a variance map, in half a volume of working memory
+        plan.forward(vol, s, out=gain, multiply=True, lean=var_map is not None)
         step()
-        plan.add_inverse(gain, s, acc)
+        plan.add_inverse(gain, s, acc, consume=True)
         del gain
         step()
     if len(shifts) > 1:

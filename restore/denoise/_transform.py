@@ -66,15 +66,17 @@ class _Plan:
         return int(np.prod(self.padded, dtype=np.int64))
 
     def forward(self, x: np.ndarray, shift: tuple[int, ...] | None = None, out: np.ndarray | None = None,
-                multiply: bool = False) -> np.ndarray:
+                multiply: bool = False, lean: bool = False) -> np.ndarray:
         """Flat coefficients of ``x`` padded, then shifted circularly by ``shift``.
 
         Volumes: in slabs (:func:`restore.wavelet.wavelet_forward`), read from ``x`` in any float dtype
         through the padding's and shift's index maps, never padded or shifted whole; ``out`` receives the
-        coefficients, or with ``multiply`` has its detail coefficients multiplied by them (a gain).
+        coefficients, or with ``multiply`` has its detail coefficients multiplied by them (a gain), in
+        half a volume of working memory instead of one with ``lean`` (and more time).
         """
         if len(self.shape) == 3:
-            return wavelet_forward(x, self.wavelet, self.splits, out, index=self._index(shift), multiply=multiply)
+            return wavelet_forward(x, self.wavelet, self.splits, out, index=self._index(shift), multiply=multiply,
+                                   lean=lean)
         if self.padded != self.shape:
             x = np.pad(x, [(0, p - s) for s, p in zip(self.shape, self.padded, strict=True)], mode="symmetric")
         if shift is not None and any(shift):
@@ -99,14 +101,19 @@ class _Plan:
             x = np.roll(x, tuple(-s for s in shift), axis=tuple(range(x.ndim)))
         return x[tuple(slice(0, s) for s in self.shape)]
 
-    def add_inverse(self, c: np.ndarray, shift: tuple[int, ...] | None, acc: np.ndarray) -> None:
-        """``acc += self.inverse(c, shift)``, the same values; volumes without a volume of the inverse."""
+    def add_inverse(self, c: np.ndarray, shift: tuple[int, ...] | None, acc: np.ndarray, *,
+                    consume: bool = False) -> None:
+        """``acc += self.inverse(c, shift)``, the same values; volumes without a volume of the inverse.
+
+        ``consume``: ``c`` is not read after (a volume's: overwritten by the inverse's working memory).
+        """
         if len(self.shape) == 3:
-            self._inverse_3d(c, shift, acc, add=True)
+            self._inverse_3d(c, shift, acc, add=True, consume=consume)
         else:
             acc += self.inverse(c, shift)
 
-    def _inverse_3d(self, c: np.ndarray, shift: tuple[int, ...] | None, out: np.ndarray, add: bool) -> None:
+    def _inverse_3d(self, c: np.ndarray, shift: tuple[int, ...] | None, out: np.ndarray, add: bool,
+                    consume: bool = False) -> None:
         """The inverse of a volume, unshifted and cropped slab by slab into ``out`` (added with ``add``)."""
         shift = shift or (0,) * len(self.shape)
         # sample i of the result is sample (i + shift) mod padded of the inverse, for i below the shape
@@ -127,7 +134,7 @@ class _Plan:
             else:
                 out[target] = v
 
-        wavelet_inverse_slabs(c, self.wavelet, self.splits, self.padded, emit)
+        wavelet_inverse_slabs(c, self.wavelet, self.splits, self.padded, emit, consume=consume)
 
     def coeff_var(self, var_map: np.ndarray, shift: tuple[int, ...] | None = None, factor: float = 1.0) -> np.ndarray:
         """Noise variance of each coefficient (flat) for independent noise of variance ``factor * var_map`` per sample.

@@ -53,6 +53,13 @@ class UnitMethod(Protocol):
     voxel), and the method reads it as float64 where it computes (its values
     are the same).
 
+    A method may set ``reads_slabs = True``: it reads a 3-D grey unit only
+    by indexing slabs of it (``unit[index]``, slices or one integer array
+    along an axis, as :func:`restore.wavelet.wavelet_forward` reads), so
+    that under a model that transforms the data (photon noise) the unit may
+    come as a :class:`StabilisedVolume`, the input stabilised as it is read,
+    instead of a float64 volume of the stabilised data (8 bytes a voxel).
+
     A method may also define ``denoise_channels(units, sigmas, var_maps,
     steps)``, the three channels of an opponent colour space (luminance
     first) denoised together, which the driver then calls instead of
@@ -76,7 +83,8 @@ class UnitMethod(Protocol):
             One channel of a 2-D plane or 3-D volume (the transformed axes,
             in increasing order), float64, C-contiguous, white Gaussian
             noise. Photon noise comes stabilised (deviation 1 where samples
-            expect a few photons or more).
+            expect a few photons or more); to a method that ``reads_slabs``,
+            a 3-D grey unit then comes as a :class:`StabilisedVolume`.
         sigma : float or None
             The noise's standard deviation (given, estimated on this unit,
             or 1 after stabilisation); None when :attr:`needs_sigma` is False.
@@ -100,6 +108,13 @@ def prepare(arr: np.ndarray, layout: Layout, noise: NoiseModel, *, block: bool =
     ``block``: one block of a Dask array, whose noise model was estimated and
     checked on the whole (its own part may be dark: no check here).
     """
+    x, noise = _resolved(arr, layout, noise, block=block, exact=exact)
+    return _stabilised(x, noise), noise
+
+
+def _resolved(arr: np.ndarray, layout: Layout, noise: NoiseModel, *, block: bool = False,
+              exact: bool = False) -> tuple[np.ndarray, NoiseModel]:
+    """:func:`prepare` but for the stabilisation: the image checked, in the driver's order, and the model resolved."""
     img, c_axis = check_image(arr, channel_axis=layout.c_axis, spatial=len(layout.sp_axes), exact=exact)
     x = np.transpose(img, layout.order)
     has_c = c_axis is not None
@@ -110,7 +125,77 @@ def prepare(arr: np.ndarray, layout: Layout, noise: NoiseModel, *, block: bool =
                               channel_axis=-1 if has_c else None)
         seen = np.moveaxis(sample, 0, -1) if has_c else sample
     noise = noise.resolved(seen, has_channels=has_c, check=not block, dtype=None if block else arr.dtype)
-    return noise.stabilise(x), noise
+    return x, noise
+
+
+# Float64 bytes of the data stabilised (or brought back) at once: the transform's temporaries (a few arrays of the
+# chunk's size) stay this small instead of a few volumes each.
+_STABILISE_CHUNK_BYTES = 8 << 20
+# ... of a slab read through the stabilisation (:class:`StabilisedVolume`, a slab of the transform's 8 MB): its
+# temporaries stay small against the slab itself, which the transform holds with the volumes it works on.
+_SLAB_CHUNK_BYTES = 1 << 20
+
+
+def _row_chunks(shape: tuple[int, ...], chunk_bytes: int = _STABILISE_CHUNK_BYTES) -> list[slice]:
+    """Slices along the first axis of an array of ``shape``, about ``chunk_bytes`` of float64 each."""
+    n = int(shape[0]) if shape else 1
+    per_row = 8 * int(np.prod(shape[1:], dtype=np.int64))
+    step = max(1, chunk_bytes // max(per_row, 1))
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+
+
+def _stabilised(x: np.ndarray, noise: NoiseModel, chunk_bytes: int = _STABILISE_CHUNK_BYTES) -> np.ndarray:
+    """``noise.stabilise(x)``, a chunk at a time: ``x`` itself when the model keeps the data as they are.
+
+    The stabilisation is elementwise (the Anscombe transform), so chunks give the same values as the whole.
+    """
+    if x.ndim == 0:
+        return noise.stabilise(x)
+    out = None
+    for sl in _row_chunks(x.shape, chunk_bytes):
+        chunk = x[sl]
+        part = noise.stabilise(chunk)
+        if part is chunk:
+            return x  # kept as it is (Gaussian noise)
+        if out is None:
+            out = np.empty(x.shape, dtype=part.dtype)
+        out[sl] = part
+    return noise.stabilise(x) if out is None else out
+
+
+def _unstabilise_in_place(y: np.ndarray, noise: NoiseModel) -> np.ndarray:
+    """``noise.unstabilise(y)`` written into ``y`` (float64, not the caller's), a chunk at a time (elementwise)."""
+    for sl in _row_chunks(y.shape):
+        chunk = y[sl]
+        part = noise.unstabilise(chunk)
+        if part is chunk:
+            return y  # kept as it is (Gaussian noise)
+        chunk[...] = part
+    return y
+
+
+class StabilisedVolume:
+    """A volume in white Gaussian noise, stabilised as it is read: ``vol[index]`` is ``noise.stabilise(source[index])``.
+
+    What a :class:`UnitMethod` with ``reads_slabs`` gets under photon noise:
+    the method reads its slabs, each stabilised when read (the same values as
+    the volume stabilised whole, the transform being elementwise), and no
+    float64 volume of the stabilised data is held. ``np.asarray`` of it is the
+    whole volume stabilised (a volume's memory: for the methods that do not read it by slabs).
+    """
+
+    def __init__(self, source: np.ndarray, noise: NoiseModel) -> None:
+        self.source = source
+        self.noise = noise
+        self.shape = source.shape
+        self.ndim = source.ndim
+        self.dtype = np.dtype(np.float64)
+
+    def __getitem__(self, index) -> np.ndarray:
+        return np.asarray(_stabilised(self.source[index], self.noise, _SLAB_CHUNK_BYTES), dtype=np.float64)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        return np.asarray(_stabilised(self.source, self.noise), dtype=dtype or np.float64)
 
 
 def unit_channels(unit: np.ndarray, layout: Layout, noise: NoiseModel, steps: Steps, *, need_sigma: bool,
@@ -141,8 +226,14 @@ def sigma_steps(noise: NoiseModel, need_sigma: bool) -> int:
 def denoise_units(arr: np.ndarray, layout: Layout, noise: NoiseModel, method: UnitMethod,
                   progress: ProgressCallback | None, *, block: bool = False) -> np.ndarray:
     """The image denoised unit by unit by ``method``: the input's shape, float dtype; ``block`` as :func:`prepare`."""
-    x, noise = prepare(arr, layout, noise, block=block)
+    x, noise = _resolved(arr, layout, noise, block=block)
     n_sp, has_c = len(layout.sp_axes), layout.c_axis is not None
+    # a 3-D grey unit read by slabs: each unit is stabilised whole only for its sigma and variance map, then read
+    # through the stabilisation (no float64 volume of it while it is denoised, and none of the whole stack)
+    by_slabs = bool(getattr(method, "reads_slabs", False)) and n_sp == 3 and not has_c
+    source = x
+    if not by_slabs:
+        x = _stabilised(x, noise)
     lead = x.shape[:x.ndim - n_sp - has_c]
     shape = tuple(int(s) for s in x.shape[len(lead):len(lead) + n_sp])
     need_sigma = method.needs_sigma
@@ -154,16 +245,24 @@ def denoise_units(arr: np.ndarray, layout: Layout, noise: NoiseModel, method: Un
     joint = getattr(method, "denoise_channels", None) if opponent else None
     keep_float32 = bool(getattr(method, "float32_volumes", False)) and n_sp == 3
     for idx in np.ndindex(*lead):
-        chans = list(unit_channels(x[idx], layout, noise, steps, need_sigma=need_sigma, keep_float32=keep_float32))
+        raw = x[idx]
+        unit = _stabilised(raw, noise) if by_slabs else raw
+        chans = list(unit_channels(unit, layout, noise, steps, need_sigma=need_sigma, keep_float32=keep_float32))
+        if unit is not raw:  # read through the stabilisation from now on: the stabilised unit is freed
+            chans = [(c, StabilisedVolume(raw, noise), s, v) for c, _, s, v in chans]
+        del unit, raw
         if joint is not None:
             _, units, sigmas, var_maps = zip(*chans, strict=True)
             den = joint(list(units), list(sigmas), list(var_maps), steps)
+            del units, var_maps
         else:
             den = [method.denoise(data, sigma, var_map, steps, c) for c, data, sigma, var_map in chans]
+        del chans  # the unit's data and variance maps: not while the result is brought back
         den = _from_channels(den, has_c)
         if out is not None:
             out[idx] = den
         else:
-            out = (np.array if np.may_share_memory(den, x) else np.asarray)(den, dtype=np.float64)
-    out = np.transpose(noise.unstabilise(out), np.argsort(layout.order))
+            out = (np.array if np.may_share_memory(den, source) else np.asarray)(den, dtype=np.float64)
+        del den
+    out = np.transpose(_unstabilise_in_place(out, noise), np.argsort(layout.order))
     return restore_dtype(out, arr.dtype)

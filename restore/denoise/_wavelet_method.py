@@ -82,6 +82,9 @@ class WaveletTree:
     strength: float = 1.0  # multiplies lam, chosen or given
     # a float32 volume is transformed slab by slab from itself (:meth:`._transform._Plan.forward`): no float64 copy
     float32_volumes = True
+    # ... and read only through it, by slabs: under photon noise a volume comes stabilised as it is read (no float64
+    # volume of the stabilised data while it is denoised, :class:`._units.StabilisedVolume`)
+    reads_slabs = True
     # padded to the grid and periodized (mode='periodization'): Dask blocks at the borders overlap periodically
     periodic = True
 
@@ -522,8 +525,8 @@ def denoise_wavelet_tree(
 
     A volume of more than 2**25 voxels (per channel) is denoised in the
     overlapping blocks a Dask array of it would be, as many at once as
-    0.5 GB holds: whole, it would take about 36 bytes a voxel (float32
-    input, ``benchmarks/bench_volume_bytes.py``); in blocks, the input, the
+    0.5 GB holds: whole, it would take about 33 bytes a voxel, 40 under
+    photon noise (float32 input, ``benchmarks/bench_volume_bytes.py``); in blocks, the input, the
     output and a bounded working memory. The result is then the Dask array's (with lam chosen
     automatically once, on 8 cubes of 64 voxels a side at the centres of
     the volume's octants, for every block; under photon noise, the gain and read
