@@ -240,7 +240,8 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     # patch keeps moving with the estimate around it)
     clustered = clustering(M) >= _CLUSTERED
     adapt, n_usable = should_adapt(run, job.patch_size, sums=n_missing) if adapt_default else (False, 0)
-    del n_missing
+    if not adapt:
+        del n_missing  # else the training patches are drawn from it (8 bytes a pixel)
     if job.dictionary is None and not adapt:
         raise ValueError(f"no dictionary for {job.patch_size}x{job.patch_size} patches ships with the package "
                          "and the image has too few complete patches to learn one: pass dictionary=")
@@ -269,8 +270,9 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
         if adapt:
             learned = shared.counter(n_learn)
             fit = prepare_learning(work, masks=run, patch_size=job.patch_size, n_patches=job.n_train, init=est,
-                                   rng=gen, channel_axis=-1, progress=learned,
+                                   rng=gen, channel_axis=-1, progress=learned, sums=[n_missing],
                                    **({} if est is None else {"lam": est.lam}))
+            del n_missing
             learner = side.submit(_timed, fit, "dictionary ready in %.2f s")
         else:
             log.info("dictionary ready in %.2f s", 0.0)
