@@ -721,15 +721,26 @@ def preview_task(control: Control, source: Source, idx: tuple[int, ...], region:
     planes is shown without computing again.
     With SURE not yet cached (plane path), the rule's result comes first
     (marked ``provisional``), so the preview answers at once; SURE's follows.
+    So does the fast method's under Gaussian noise while the layer's noise
+    model (``noise='auto'``) is estimated the first time.
     ``info`` is a :class:`LamInfo` on the plane path, else the pair
     ``(LamInfo, NoiseInfo or None)``. The non-local method (seconds where
     the wavelet method takes a fraction of one) answers first with the fast
     wavelet method, its info a provisional :class:`MethodInfo`, unless the
     sub-volume is kept; its own result follows.
     """
+    answered = False
+    if params.noise == "auto" and params.estimates_noise and _layer_estimate(cache, source, "auto") is None:
+        # the layer's model is estimated once, on the library's sample (seconds on a large layer): the preview
+        # answers before it as under Gaussian noise, a photograph's, with the fast method, marked provisional
+        quick = replace(params, method="wavelet", noise="gaussian", lam_mode="rule" if params.lam_mode == "sure"
+                        else params.lam_mode)
+        for item in preview_task(control, source, idx, region, quick, None, depth, None):
+            yield Output((item.value[0], _provisional(item.value[1]))) if isinstance(item, Output) else item
+        answered = True
     noise = yield from photon_model(control, source, params, cache, span=(0.0, 0.1))
     params = params.for_noise(noise)  # 'auto' as the layer's estimate chose
-    if params.method != "wavelet" and not (
+    if params.method != "wavelet" and not answered and not (
             depth is not None and volumes is not None and (source.key, idx[:-1], depth, region, params) in volumes):
         stand_in = MethodInfo(params.method, params.multiplier, params.sigma, provisional=True)
         for item in preview_task(control, source, idx, region, params.fast(), cache, depth, volumes):
@@ -755,13 +766,20 @@ def preview_task(control: Control, source: Source, idx: tuple[int, ...], region:
         return
     crop = np.asarray(source.data[idx + (slice(r0, r1), slice(c0, c1))])
     key = (source.key, idx, region)
-    if params.lam_mode == "sure" and (cache is None or (key, params.lam_key()) not in cache):
+    if params.lam_mode == "sure" and not answered and (cache is None or (key, params.lam_key()) not in cache):
         # the quick answer: the rule's lam and the tree stage alone, about a fifth of the default call's time
         rough, info = yield from denoise_plane(control, crop, replace(params, lam_mode="rule"), source.rgb, cache,
                                                key, (0.0, 0.3), wiener=False)
         yield Output((like_input(rough, source.dtype), replace(info, mode="sure", provisional=True)))
     out, info = yield from denoise_plane(control, crop, params, source.rgb, cache, key, (0.3, 1.0))
     yield Output((like_input(out, source.dtype), info))
+
+
+def _provisional(info: Any) -> Any:
+    """A preview's info marked provisional: a :class:`LamInfo` or :class:`MethodInfo`, alone or with its noise."""
+    if isinstance(info, tuple):
+        return (_provisional(info[0]), *info[1:])
+    return replace(info, provisional=True)
 
 
 def estimate_task(control: Control, source: Source, idx: tuple[int, ...]) -> Generator[None, None, float]:
@@ -1424,7 +1442,7 @@ class DenoiseWidget(RestoreWidget):
         if isinstance(info, LamInfo):
             self._last_info = info
         self._show_info(format_info(info, params, noise))
-        provisional = isinstance(info, MethodInfo) and info.provisional  # the fast method's, while the other runs
+        provisional = bool(getattr(info, "provisional", False))  # a quick answer while the final one runs
         record = {"widget": self.KIND, "preview": True, "source": layer.name, "plane": list(idx),
                   "region": list(region), "volume_planes": None if depth is None else list(depth),
                   "method": "wavelet" if provisional else params.method, "provisional": provisional}

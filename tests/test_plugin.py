@@ -478,3 +478,29 @@ def test_denoise_progress_moves_with_the_work_not_ahead_of_it(lam_mode, monkeypa
     total = time.perf_counter() - t0
     at_half = next(f for t, f in seen if t >= total / 2)
     assert at_half <= 0.85, seen
+
+
+def test_the_first_preview_answers_before_the_layers_noise_model_is_estimated(monkeypatch):
+    """With noise='auto' the layer's model is estimated once on the library's sample, seconds on a large layer: the
+    first preview answered only after it (3x the former wait at 4096 x 4096, benchmarks/bench_preview_ab.py)."""
+    noisy, _ = _noisy((64, 64))
+    src = _source(noisy)
+    events = []
+    real = restore.estimate_noise
+
+    def counted(*args, **kwargs):
+        events.append("estimate")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(restore, "estimate_noise", counted)
+    cache = _common.LruCache()
+    seen = []
+    for v in _denoise.preview_task(_runner.Control(), src, (), (0, 64, 0, 64), _denoise.DenoiseParams(), cache):
+        seen.append(v)
+        if isinstance(v, _runner.Output):
+            events.append("provisional" if v.value[1].provisional else "final")
+    assert events == ["provisional", "estimate", "final"]
+    ((data, _),) = [v.value for v in seen if isinstance(v, _runner.Output) and not v.value[1].provisional]
+    again, _ = _runner.drive(_denoise.preview_task(_runner.Control(), src, (), (0, 64, 0, 64),
+                                                   _denoise.DenoiseParams(), cache))
+    np.testing.assert_array_equal([v.value[0] for v in again if isinstance(v, _runner.Output)][-1], data)
