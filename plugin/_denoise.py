@@ -474,9 +474,7 @@ def _estimate_share(source: Source, params: DenoiseParams, voxels: int | None = 
         return 0.0
     shape = np.shape(source.data)
     n = int(np.prod(shape[:len(shape) - source.rgb], dtype=np.int64)) if voxels is None else voxels
-    # the library's sample (:func:`restore.noise_sample`): a lazy layer's central part, one in memory whole (beyond
-    # 2**24 voxels a channel a central part too: the share is then too large, which only shifts the bar's split)
-    est = ESTIMATE_COST_RATIO * (min(n, ESTIMATE_VOXELS) if source.lazy else n)
+    est = ESTIMATE_COST_RATIO * min(n, ESTIMATE_VOXELS)  # the library's sample (:func:`restore.noise_sample`)
     work = n * (DENOISE_BASE_COST_IN_SPINS + params.cycle_spins) / DENOISE_BASE_COST_IN_SPINS  # over no spins'
     return float(np.clip(est / (est + work), 0.01, 0.5))
 

@@ -466,13 +466,10 @@ def gaussian_sigma(planes: np.ndarray) -> float:
     return float(np.median(np.abs(detail)) / _MAD)
 
 
-# Images in memory of more voxels than this (per channel) are estimated on a central part too, as lazy ones: the
-# estimate reads its sample as float64, about 4 times its size at its peak; a 16 MP photograph is still read whole
-_IN_MEMORY_WHOLE_MAX = 1 << 24  # 16.8 M voxels
-
-#: Voxels (of one channel) of the central part of a lazy image the noise is estimated on: 32 MB as float64, held
-#: while the image is denoised, and its estimate's working memory (about 3 times that) before; about a million
-#: finest diagonal coefficients, far more smooth samples than the estimators need.
+#: Voxels (of one channel) of the central part of an image the noise is estimated on, in memory or lazy: 32 MB as
+#: float64, held while the image is denoised, and its estimate's working memory (about 3 times that) before; about a
+#: million finest diagonal coefficients, far more smooth samples than the estimators need, in about half a second
+#: of CPU (a 16 MP photograph read whole took 2 s, before the preview's first answer or the call's first step).
 ESTIMATE_VOXELS = 1 << 22
 
 
@@ -503,11 +500,9 @@ def noise_sample(image: Any, *, axes: Sequence[int] | None = None, channel_axis:
     ndarray
         In the image's dtype, in the layout :func:`estimate_noise` reads:
         the channels first, then the stacking axes, the spatial axes last.
-        An array in memory is returned whole (a view), unless it holds more
-        than 2**24 voxels a channel (a 16 MP photograph is read whole) or is
-        a volume the denoisers process in blocks (over 2**25 voxels). Of a
-        lazy array (and such an array) only a central part of at most 2**22
-        voxels a channel is read: whole planes of the last two spatial axes when they
+        An image of at most 2**22 voxels a channel in memory is returned
+        whole (a view). Of a larger one, and of a lazy array, only a central
+        part of at most 2**22 voxels a channel is read: whole planes of the last two spatial axes when they
         fit (else their central 2048 x 2048 pixels), as many of them around
         the middle of a third spatial axis as fit, and the middle index of
         every stacking axis; so a few chunks, never more.
@@ -528,8 +523,7 @@ def noise_sample(image: Any, *, axes: Sequence[int] | None = None, channel_axis:
     in_memory = isinstance(image, np.ndarray)
     index: list[Any] = [slice(None)] * ndim
     per_channel = int(np.prod([n for a, n in enumerate(shape) if a != c_axis], dtype=np.int64))
-    # (a volume the denoisers process in blocks, over 2**25 voxels, is beyond this limit too)
-    if in_memory and per_channel <= _IN_MEMORY_WHOLE_MAX:
+    if in_memory and per_channel <= ESTIMATE_VOXELS:
         part = image
     else:
         index = [slice(None) if a == c_axis else s // 2 for a, s in enumerate(shape)]  # stacking axes: the middle

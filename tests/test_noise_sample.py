@@ -35,8 +35,8 @@ def test_the_plugin_estimates_a_large_plane_on_the_librarys_sample(lazy):
     sample = restore.noise_sample(data)
     expected = restore.estimate_noise(sample, noise="poisson-gaussian")
     assert _plugin_estimate(data) == expected
-    # what the library's denoiser reads: of a lazy plane its central 2048 columns, one in memory whole
-    assert sample.shape == ((1500, 2048) if lazy else SHAPE)
+    # what the library's denoiser reads: its central 2048 columns (4.5 M pixels, over 2**22), lazy or not
+    assert sample.shape == (1500, 2048)
 
 
 def test_the_library_sample_of_a_lazy_stack_is_central_and_keeps_every_channel():
@@ -92,7 +92,7 @@ def test_the_plugin_estimates_an_integer_layer_in_its_own_units():
 
 def test_a_large_stack_in_memory_is_sampled_as_a_lazy_one_and_the_library_estimates_on_the_sample(monkeypatch):
     # a 40 x 1024 x 1024 stack in memory was read whole, as float64 (335 MB for a 40 MB uint8 layer, in the plugin
-    # too): beyond 2**24 voxels a channel it is sampled as a Dask array is, and the library estimates on that sample
+    # too): beyond 2**22 voxels a channel it is sampled as a Dask array is, and the library estimates on that sample
     stack = np.zeros((40, 1024, 1024), np.uint8)
     sample = restore.noise_sample(stack)
     assert sample.size <= restore.noise.ESTIMATE_VOXELS and np.shares_memory(sample, stack)
@@ -100,7 +100,7 @@ def test_a_large_stack_in_memory_is_sampled_as_a_lazy_one_and_the_library_estima
 
     assert np.array_equal(sample, restore.noise_sample(da.from_array(stack, chunks=(8, 256, 256))))
     # the library's own estimate reads the sample too: a smaller stack over the (lowered) limit
-    monkeypatch.setattr(restore.noise, "_IN_MEMORY_WHOLE_MAX", 1 << 12)
+    monkeypatch.setattr(restore.noise, "ESTIMATE_VOXELS", 1 << 12)
     rng = np.random.default_rng(0)
     y = 0.5 + 0.1 * rng.standard_normal((6, 48, 64))
     seen = []
@@ -109,3 +109,11 @@ def test_a_large_stack_in_memory_is_sampled_as_a_lazy_one_and_the_library_estima
                         lambda x, **k: seen.append(x.shape) or real(x, **k))
     restore.denoise_wavelet_tree(y, lam="rule")
     assert seen == [restore.noise_sample(y).shape] and seen[0] != y.shape
+
+
+def test_a_16_mp_photograph_is_estimated_on_its_central_4_mp():
+    """Read whole, its estimate took 2 s of CPU before the call's (and the plugin preview's) first answer."""
+    photo = np.zeros((4096, 4096, 3), np.uint8)
+    sample = restore.noise_sample(photo, channel_axis=-1)
+    assert sample.shape == (3, 2048, 2048) and np.shares_memory(sample, photo)
+    assert restore.noise_sample(photo[:2048, :2048], channel_axis=-1).shape == (3, 2048, 2048)  # whole
