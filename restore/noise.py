@@ -468,8 +468,8 @@ def gaussian_sigma(planes: np.ndarray) -> float:
 
 #: Voxels (of one channel) of the central part of an image the noise is estimated on, in memory or lazy: 32 MB as
 #: float64, held while the image is denoised, and its estimate's working memory (about 3 times that) before; about a
-#: million finest diagonal coefficients, far more smooth samples than the estimators need, in about half a second
-#: of CPU (a 16 MP photograph read whole took 2 s, before the preview's first answer or the call's first step).
+#: million finest diagonal coefficients, far more smooth samples than the estimators need; reading more delays
+#: the call's first step (and the napari preview's final answer) for no better estimate.
 ESTIMATE_VOXELS = 1 << 22
 
 
