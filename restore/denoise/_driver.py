@@ -46,7 +46,7 @@ from ._units import UnitMethod, denoise_units
 
 # Volumes of more voxels than this (per channel) are denoised in memory as Dask arrays are, in overlapping blocks,
 # and their noise estimated on the central part restore.noise_sample reads: transformed whole, a float32 volume takes
-# about 36 bytes a voxel (benchmarks/bench_volume_bytes.py), 1.2 GB here, and the blocks of the defaults about 0.5 GB
+# about 35 bytes a voxel (40 under photon noise: benchmarks/bench_volume_bytes.py), 1.2 GB here, and the blocks of the defaults about 0.5 GB
 # whatever the volume.
 _WHOLE_MAX_VOXELS = 1 << 25  # 33.5 M voxels, 128 x 512 x 512
 
@@ -91,7 +91,7 @@ _CORE_PER_OVERLAP = 4
 # ... and at most this many samples along each axis: planes of 2048 x 2048 are common in microscopy stores.
 _MAX_CORE = {2: 1024, 3: 128}
 # Bytes a process holds per voxel of the block it denoises (per sample of a plane), by number of transformed axes:
-# the wavelet method at its defaults. Volumes: the method itself takes about 36 bytes a voxel at its peak (float32
+# the wavelet method at its defaults. Volumes: the method itself takes about 35-40 bytes a voxel at its peak (float32
 # input, 8 cycle spins, the Wiener stage: benchmarks/bench_volume_bytes.py); the command line's process about 95 a
 # voxel of its block over its 0.2 GB at rest, as it also assembles the block with its overlap, reads ahead and writes
 # (VmHWM of `restore denoise IN.zarr OUT.zarr --volume` with blocks of 160 x 128 x 192 voxels,
