@@ -46,8 +46,8 @@ from ._units import UnitMethod, denoise_units
 
 # Volumes of more voxels than this (per channel) are denoised in memory as Dask arrays are, in overlapping blocks,
 # and their noise estimated on the central part restore.noise_sample reads: transformed whole, a float32 volume takes
-# about 35 bytes a voxel (40 under photon noise: benchmarks/bench_volume_bytes.py), 1.2 GB here, and the blocks of the defaults about 0.5 GB
-# whatever the volume.
+# about 35 bytes a voxel (40 under photon noise: benchmarks/bench_volume_bytes.py), 1.2 GB here, and the blocks of
+# the defaults about 0.5 GB whatever the volume.
 _WHOLE_MAX_VOXELS = 1 << 25  # 33.5 M voxels, 128 x 512 x 512
 
 
