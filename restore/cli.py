@@ -276,7 +276,7 @@ def _noise_options(args: argparse.Namespace, scale: float, sample: Any, where: s
     noise: Any = noise_for_lam(args.noise, args.lam)
     if _estimating(args):
         est = estimate_noise(sample, noise=noise)
-        each = " (sigma then estimated on each plane or volume and channel)" if est.noise == "gaussian" \
+        each = "; sigma then estimated on each plane (or volume) and channel, as this" if est.noise == "gaussian" \
             and sample.ndim > (3 if args.volume else 2) else ""
         print(f"estimated noise{where} (pixel units): {est.describe(scale)}{each}")
         noise = est if est.noise == "poisson-gaussian" else "gaussian"
