@@ -733,8 +733,15 @@ def preview_task(control: Control, source: Source, idx: tuple[int, ...], region:
         # answers before it as under Gaussian noise, a photograph's, with the fast method, marked provisional
         quick = replace(params, method="wavelet", noise="gaussian", lam_mode="rule" if params.lam_mode == "sure"
                         else params.lam_mode)
-        for item in preview_task(control, source, idx, region, quick, None, depth, None):
-            yield Output((item.value[0], _provisional(item.value[1]))) if isinstance(item, Output) else item
+        if quick.whole_units:  # a sub-volume
+            for item in preview_task(control, source, idx, region, quick, None, depth, None):
+                yield Output((item.value[0], _provisional(item.value[1]))) if isinstance(item, Output) else item
+        else:  # the tree stage alone, as SURE's provisional answer
+            r0, r1, c0, c1 = region
+            crop = np.asarray(source.data[idx + (slice(r0, r1), slice(c0, c1))])
+            rough, info = yield from denoise_plane(control, crop, quick, source.rgb, None, None, (0.0, 0.3),
+                                                   wiener=False)
+            yield Output((like_input(rough, source.dtype), replace(info, mode=params.lam_mode, provisional=True)))
         answered = True
     noise = yield from photon_model(control, source, params, cache, span=(0.0, 0.1))
     params = params.for_noise(noise)  # 'auto' as the layer's estimate chose
@@ -824,8 +831,9 @@ def format_info(info: LamInfo | NoiseInfo | Sequence[LamInfo] | None, params: De
     mode = _MODE_LABELS[first.mode]
     if first.mode != "manual":
         mode += f" \u00d7 {first.multiplier:.3g}"
-        if first.provisional:
-            mode = f"rule \u00d7 {first.multiplier:.3g}, SURE running\u2026"
+        if first.provisional:  # the quick answer; SURE's (or the layer's noise model's) follows
+            then = "SURE running" if first.mode == "sure" else "for now"
+            mode = f"rule \u00d7 {first.multiplier:.3g}, {then}\u2026"
     if noise is not None:
         mode += ", stabilised units"
     source = "given" if first.sigma_given else "estimated"
