@@ -729,8 +729,10 @@ def preview_task(control: Control, source: Source, idx: tuple[int, ...], region:
     """
     answered = False
     if params.noise == "auto" and params.estimates_noise and _layer_estimate(cache, source, "auto") is None:
-        # the layer's model is estimated once, on the library's sample (seconds on a large layer): the preview
-        # answers before it as under Gaussian noise, a photograph's, with the fast method, marked provisional
+        # the layer's model is estimated once, on the library's sample (seconds on a large layer), beside a quick
+        # answer as under Gaussian noise, a photograph's, with the fast method, marked provisional
+        cache = cache if cache is not None else LruCache()
+        pending = control.start(restore.estimate_noise, _noise_sample(source, params.n_spatial), noise="auto")
         quick = replace(params, method="wavelet", noise="gaussian", lam_mode="rule" if params.lam_mode == "sure"
                         else params.lam_mode)
         if quick.whole_units:  # a sub-volume
@@ -743,6 +745,10 @@ def preview_task(control: Control, source: Source, idx: tuple[int, ...], region:
                                                    wiener=False)
             yield Output((like_input(rough, source.dtype), replace(info, mode=params.lam_mode, provisional=True)))
         answered = True
+        name = getattr(source.layer, "name", None)
+        text = f"Estimating the noise{f' of {name!r}' if name else ''}\u2026"
+        est = yield from pending.wait(span=(0.3, 0.4), text=text)
+        cache.set((source.key, "noise", "auto"), est)
     noise = yield from photon_model(control, source, params, cache, span=(0.0, 0.1))
     params = params.for_noise(noise)  # 'auto' as the layer's estimate chose
     if params.method != "wavelet" and not answered and not (

@@ -102,60 +102,80 @@ class Control:
         :class:`restore.Cancelled` at once and leaves the helper thread,
         whose next progress report raises :class:`restore.Cancelled` too.
         """
+        return (yield from self.start(fn, *args, **kwargs).wait(span=span, text=text))
+
+    def start(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Pending:
+        """Start ``fn(*args, progress=..., **kwargs)`` in a helper thread; :meth:`Pending.wait` for it later.
+
+        The task goes on meanwhile (for instance with a quick answer); the
+        call stops at its next progress report once the job is cancelled.
+        """
         self.check()
+        return Pending(self, fn, args, kwargs)
+
+
+class Pending:
+    """A library call running beside its task (:meth:`Control.start`)."""
+
+    def __init__(self, control: Control, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+        self._control = control
+        self._reports: queue.SimpleQueue = queue.SimpleQueue()
+        self._box: dict[str, Any] = {}
+        self._finished = object()
+        if run_sync():  # debugging: everything in the calling thread, now
+            def report(done: int, total: int) -> None:
+                control.check()
+
+            self._box["value"] = fn(*args, progress=report, **kwargs)
+            self._reports.put(self._finished)
+            return
+
+        def progress(done: int, total: int) -> None:
+            control.check()
+            self._reports.put((done, total))
+
+        def work() -> None:
+            try:
+                self._box["value"] = fn(*args, progress=progress, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - handed to the generator
+                self._box["error"] = exc
+            finally:
+                self._reports.put(self._finished)
+
+        threading.Thread(target=work, name="restore-call", daemon=True).start()
+
+    def wait(self, *, span: tuple[float, float] = (0.0, 1.0), text: str = "") -> Generator[Progress | None, None, Any]:
+        """Wait for the call; yield its progress mapped onto ``span`` and a heartbeat every ``HEARTBEAT_S``."""
+        control = self._control
         f0, f1 = span
 
         def fraction(done: int, total: int) -> float:
             return f0 + (f1 - f0) * min(1.0, done / max(total, 1))
 
-        if run_sync():  # debugging: everything in the calling thread
-            def report(done: int, total: int) -> None:
-                self.check()
-
-            value = fn(*args, progress=report, **kwargs)
-            yield Progress(f1, text)
-            return value
-        reports: queue.SimpleQueue = queue.SimpleQueue()
-        box: dict[str, Any] = {}
-        finished = object()
-
-        def progress(done: int, total: int) -> None:
-            self.check()
-            reports.put((done, total))
-
-        def work() -> None:
-            try:
-                box["value"] = fn(*args, progress=progress, **kwargs)
-            except BaseException as exc:  # noqa: BLE001 - handed to the generator
-                box["error"] = exc
-            finally:
-                reports.put(finished)
-
-        threading.Thread(target=work, name="restore-call", daemon=True).start()
         latest: tuple[int, int] | None = None
         shown = 0.0
         try:
             while True:
                 try:
-                    item = reports.get(timeout=HEARTBEAT_S)
+                    item = self._reports.get(timeout=HEARTBEAT_S)
                 except queue.Empty:
                     item = None
-                if item is finished:
+                if item is self._finished:
                     break
                 if item is not None:
                     latest = item
-                self.check()
+                control.check()
                 now = time.monotonic()
                 if now - shown >= REPORT_INTERVAL_S or item is None:
                     shown = now
                     yield None if latest is None else Progress(fraction(*latest), text)
         except GeneratorExit:  # the worker dropped the task: stop the call as well
-            self.cancel()
+            control.cancel()
             raise
-        if "error" in box:
-            raise box["error"]
+        if "error" in self._box:
+            raise self._box["error"]
         yield Progress(f1, text)
-        return box["value"]
+        return self._box["value"]
 
 
 def drive(gen: Iterator[Any]) -> tuple[list[Any], Any]:
