@@ -326,11 +326,13 @@ def estimate_noise(image: ArrayLike, *, noise: str = "auto",
     as the bright spots of fluorescence), so that image detail does not
     pass for noise.
 
-    *Gaussian*: the smooth places are cut into blocks of 16 x 16 (32 x 32
-    pixels); ``sigma`` is the 10th percentile of the blocks' robust
+    *Gaussian*: the unclipped places are cut into blocks of 16 x 16 (32 x
+    32 pixels); ``sigma`` is the 10th percentile of the blocks' robust
     deviations (median absolute detail over 0.6745), over its value on pure
-    noise: the quietest blocks, without texture whose local mean is flat.
-    Under 16 blocks, the robust deviation of all the smooth places' details.
+    noise: the quietest blocks, with neither edges nor texture. Blocks
+    under a quarter of the median deviation (flat areas at a level that is
+    not clipped) are left out. Under 16 blocks, the robust deviation of the
+    smooth places' details.
 
     *Poisson-Gaussian*: the places are sorted into bins of equal width in
     their local mean (sparse bins merged with the next); in each, a robust
@@ -393,6 +395,16 @@ def estimate_noise(image: ArrayLike, *, noise: str = "auto",
        Poissonian-Gaussian noise modeling and fitting for single-image
        raw-data", IEEE Trans. Image Processing 17(10), 1737-1754, 2008.
     """
+    est = _estimate(image, noise, progress)
+    if est.uncertain:
+        import warnings
+
+        warnings.warn(f"The noise estimate is uncertain: {est.describe()}", UserWarning, stacklevel=2)
+    return est
+
+
+def _estimate(image: ArrayLike, noise: str, progress: Callable[[int, int], None] | None) -> NoiseEstimate:
+    """:func:`estimate_noise` without its warning."""
     from skimage.util import img_as_float
 
     img = np.asarray(image)
@@ -426,10 +438,6 @@ def estimate_noise(image: ArrayLike, *, noise: str = "auto",
 
     est = replace(est, sigma=est.sigma * scale, gain=back(est.gain), sigma_se=back(est.sigma_se),
                   gain_se=back(est.gain_se), sigma_max=back(est.sigma_max))
-    if est.uncertain:
-        import warnings
-
-        warnings.warn(f"The noise estimate is uncertain: {est.describe()}", UserWarning, stacklevel=2)
     return est
 
 
@@ -457,8 +465,8 @@ def gaussian_sigma(planes: np.ndarray) -> float:
     float
         The estimate, in ``planes``' units.
     """
-    if min(planes.shape[-2:]) >= _MIN_SIDE:
-        return float(estimate_noise(planes, noise="gaussian").sigma)
+    if min(planes.shape[-2:]) >= _MIN_SIDE:  # no warning per plane and channel of a denoiser's call
+        return float(_estimate(planes, "gaussian", None).sigma)
     import pywt
 
     flat = np.asarray(planes, dtype=np.float64).reshape(-1, *planes.shape[-2:])
@@ -594,6 +602,9 @@ _BLOCK = 16
 _BLOCK_QUANTILE = 0.1
 _BLOCK_BIAS = 0.909  # the 10th percentile of 16 x 16 blocks' robust deviations of pure unit noise
 _MIN_BLOCKS = 16
+# Blocks whose deviation is under this share of the blocks' median hold no noise (flat areas at a level that is not
+# clipped): white noise's block deviations stay within a few tens of percent of each other
+_FLAT_SHARE = 0.25
 _MEAN_WINDOW = 9  # side of the window averaging the approximation band into the local mean (18 pixels)
 _N_BINS = 24  # bins of the local mean, each one point of the noise-level function (sparse ones merged)
 _MIN_SAMPLES = 1024  # fewer smooth samples than this: no line is fitted (the Gaussian estimate, gain 0)
@@ -747,11 +758,14 @@ def _gaussian(dets: np.ndarray, clipped: str, quiet: np.ndarray) -> NoiseEstimat
 
     Texture whose local mean is flat (fur, foliage) passes the smooth
     places' test and adds to their details' deviation at low noise; the
-    quietest blocks are those with neither texture nor edges. With fewer
+    quietest blocks are those with neither texture nor edges. Blocks under
+    :data:`_FLAT_SHARE` of the median hold no noise and are left out. With fewer
     than :data:`_MIN_BLOCKS` blocks, the details' median absolute value
     over 0.6745.
     """
     n = int(dets.size)
+    if quiet.size:  # blocks without noise (flat padding, a label, a rendered background) are not the quietest
+        quiet = quiet[quiet >= _FLAT_SHARE * np.median(quiet)]
     if quiet.size >= _MIN_BLOCKS:
         s = float(np.quantile(quiet, _BLOCK_QUANTILE) / _BLOCK_BIAS)
     else:

@@ -398,3 +398,12 @@ def test_texture_does_not_pass_for_gaussian_noise_at_low_noise():
         y = x + 5 / 255 * np.random.default_rng(k).standard_normal(x.shape)
         errors.append(estimate_noise(y, noise="gaussian").sigma / (5 / 255) - 1)
     assert max(np.abs(errors)) < 0.25 and np.mean(errors) < 0.13, errors
+
+
+def test_a_flat_band_is_no_place_to_read_the_noise():
+    """A tenth of the image flat at mid-grey (a label, padding): its blocks have no noise, and the quietest blocks'
+    quantile read sigma 0 (and the denoisers then left the image as it was)."""
+    x = photo("camera.png")
+    y = x + 0.05 * np.random.default_rng(0).standard_normal(x.shape)
+    y[: y.shape[0] // 10] = 0.5
+    assert estimate_noise(y, noise="gaussian").sigma == pytest.approx(0.05, rel=0.25)
