@@ -254,7 +254,8 @@ def _estimating(args: argparse.Namespace) -> bool:
     return args.sigma is None or (args.noise == "poisson-gaussian" and args.gain is None)
 
 
-def _noise_options(args: argparse.Namespace, scale: float, sample: Any, where: str = "") -> dict:
+def _noise_options(args: argparse.Namespace, scale: float, sample: Any, where: str = "", one_sigma: bool = True
+                   ) -> dict:
     """The noise, gain, sigma and lam in the library's units; what is left to estimate, estimated once and printed.
 
     ``sample`` is what the library would estimate on
@@ -264,10 +265,11 @@ def _noise_options(args: argparse.Namespace, scale: float, sample: Any, where: s
     (``auto``: the noise-level function chooses the model) and its one line
     is printed in the file's units. A photon model is passed on as
     ``noise``: the library uses its gain and read noise without estimating
-    again. Under Gaussian noise the library estimates sigma on each plane
-    (or volume) and channel, as its default does, with the same estimator:
-    the sigma printed is the one used when the sample is one plane or
-    volume of one channel.
+    again. ``one_sigma`` (a store, or one grey plane or volume read whole):
+    so does the Gaussian estimate, its sigma for every block (the one
+    printed). Else the library estimates sigma as its default does, with
+    the same estimator, on each plane (or volume) and channel, and the line
+    says so.
     """
     from . import estimate_noise
     from .denoise._wavelet_method import noise_for_lam
@@ -276,10 +278,11 @@ def _noise_options(args: argparse.Namespace, scale: float, sample: Any, where: s
     noise: Any = noise_for_lam(args.noise, args.lam)
     if _estimating(args):
         est = estimate_noise(sample, noise=noise)
-        each = "; sigma then estimated on each plane (or volume) and channel, as this" if est.noise == "gaussian" \
-            and sample.ndim > (3 if args.volume else 2) else ""
+        each = "; sigma then estimated on each plane (or volume) and channel, as this" \
+            if est.noise == "gaussian" and not one_sigma else ""
         print(f"estimated noise{where} (pixel units): {est.describe(scale)}{each}")
-        noise = est if est.noise == "poisson-gaussian" else "gaussian"
+        # in memory, Gaussian noise as the library's default takes it; a store's blocks share the sigma printed
+        noise = est if est.noise == "poisson-gaussian" or one_sigma else "gaussian"
     # with photon noise a numeric lam is in the stabilised units of the Anscombe transform, not the file's
     photon = getattr(noise, "noise", noise) == "poisson-gaussian"
     lam = args.lam if isinstance(args.lam, str) or args.lam is None or photon else args.lam / scale
@@ -319,7 +322,9 @@ def cmd_denoise(args: argparse.Namespace) -> int:
         img, scale, alpha, channel_axis = _split_alpha(raw)
     axes = (0, 1, 2) if args.volume else None
     sample = noise_sample(img, axes=axes, channel_axis=channel_axis) if _estimating(args) else None
-    noise = _noise_options(args, scale, sample)
+    # one sigma for one grey plane read whole, and for a volume (whose blocks, beyond 2**25 voxels, must share it)
+    one = sample is not None and (args.volume or (sample.size == img.size and sample.ndim == 2))
+    noise = _noise_options(args, scale, sample, one_sigma=one)
     denoise, kwargs = _denoiser(args, noise)
     out = denoise(img, axes=axes, channel_axis=channel_axis, **kwargs)
     write_image(dst, _with_alpha(out, raw, scale, alpha), tiff=info)

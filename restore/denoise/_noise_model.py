@@ -33,9 +33,9 @@ def estimate_sigma(image: ArrayLike, *, channel_axis: int | None = None) -> floa
     """Estimate the standard deviation of additive white Gaussian noise.
 
     Robust median estimator of Donoho and Johnstone on the finest diagonal
-    wavelet band (Daubechies 2), read only on the image's smooth places
-    (where its local mean barely changes), so that texture and edges do not
-    pass for noise, and away from clipped values: the Gaussian model of
+    wavelet band (Daubechies 2), read in its quietest blocks (a low quantile
+    of 32 x 32 pixel blocks' estimates, flat ones left out), so that texture
+    and edges do not pass for noise, and away from clipped values: the Gaussian model of
     :func:`restore.estimate_noise`, the one estimator the denoisers use on
     each plane (or volume) and channel. Planes under 8 x 8 pixels use the
     band's global median (:func:`skimage.restoration.estimate_sigma`'s).

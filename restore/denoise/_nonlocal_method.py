@@ -143,7 +143,7 @@ def denoise_nonlocal_tree(
     sigma : float or sequence of float, optional
         Standard deviation of the noise, in image units (one value, or one
         per channel); with ``noise='poisson-gaussian'``, the read noise.
-        Estimated per plane and channel when None.
+        Estimated as :func:`denoise_wavelet_tree` estimates it when None.
     noise : {'auto', 'gaussian', 'poisson-gaussian'} or NoiseEstimate, default 'auto'
         The noise model, as for :func:`denoise_wavelet_tree`: ``'auto'``
         lets the image's noise-level function choose (once, on the whole

@@ -370,7 +370,10 @@ def denoise_wavelet_tree(
     sigma : float or sequence of float, optional
         Standard deviation of the noise, in image units (one value, or one
         per channel); with ``noise='poisson-gaussian'``, of its Gaussian
-        (read noise) part. Estimated per plane and channel when None.
+        (read noise) part. Estimated per plane (or volume) and channel when
+        None (:func:`restore.estimate_sigma`; a Dask array's, and a volume's
+        denoised in blocks, on each block). Channels are those of the
+        opponent colour space for RGB.
     lam : float, sequence of float, {'sure', 'rule'}, optional
         Regularisation, absolute (image units). A number (or one per
         channel) is used as is, on every level; ``'sure'`` and ``'rule'``
@@ -525,7 +528,7 @@ def denoise_wavelet_tree(
 
     A volume of more than 2**25 voxels (per channel) is denoised in the
     overlapping blocks a Dask array of it would be, as many at once as
-    0.5 GB holds: whole, it would take about 33 bytes a voxel, 40 under
+    0.5 GB holds: whole, it would take about 35 bytes a voxel, 40 under
     photon noise (float32 input, ``benchmarks/bench_volume_bytes.py``); in blocks, the input, the
     output and a bounded working memory. The result is then the Dask array's (with lam chosen
     automatically once, on 8 cubes of 64 voxels a side at the centres of
