@@ -69,11 +69,11 @@ def _plane(n: int, seed: int) -> np.ndarray:
 def _child(spec: dict) -> dict:
     """Time the preview in this process's napari (``spec``: size, warm_only, checkout); return the figures."""
     import napari
+    import restore_napari
     from qtpy.QtWidgets import QApplication
+    from restore_napari._denoise import DenoiseWidget
 
     import restore
-    import restore_napari
-    from restore_napari._denoise import DenoiseWidget
 
     checkout = Path(spec["checkout"]).resolve()
     for module in (restore, restore_napari):  # each side runs its own code, not the installed one

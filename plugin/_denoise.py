@@ -449,9 +449,9 @@ def _noise_sample(source: Source, n_spatial: int) -> np.ndarray:
     """What the library estimates the layer's noise on (:func:`restore.noise_sample`), in the layer's float units.
 
     Colour channels (alpha left out) as leading planes, as
-    :func:`restore.estimate_noise` reads a stack. Of a lazy (Dask or
-    multiscale) layer a central part of at most 4 M voxels a channel: a
-    few chunks are read, never more.
+    :func:`restore.estimate_noise` reads a stack. Of a layer over 4 M voxels
+    a channel (and of a lazy one) a central part of at most that: a few
+    chunks are read, never more.
     """
     data = source.data
     n_sp = len(np.shape(data)) - source.rgb
@@ -732,18 +732,30 @@ def preview_task(control: Control, source: Source, idx: tuple[int, ...], region:
         # the layer's model is estimated once, on the library's sample (seconds on a large layer), beside a quick
         # answer as under Gaussian noise, a photograph's, with the fast method, marked provisional
         cache = cache if cache is not None else LruCache()
-        pending = control.start(restore.estimate_noise, _noise_sample(source, params.n_spatial), noise="auto")
-        quick = replace(params, method="wavelet", noise="gaussian", lam_mode="rule" if params.lam_mode == "sure"
-                        else params.lam_mode)
-        if quick.whole_units:  # a sub-volume
-            for item in preview_task(control, source, idx, region, quick, None, depth, None):
-                yield Output((item.value[0], _provisional(item.value[1]))) if isinstance(item, Output) else item
-        else:  # the tree stage alone, as SURE's provisional answer
-            r0, r1, c0, c1 = region
-            crop = np.asarray(source.data[idx + (slice(r0, r1), slice(c0, c1))])
-            rough, info = yield from denoise_plane(control, crop, quick, source.rgb, None, None, (0.0, 0.3),
-                                                   wiener=False)
-            yield Output((like_input(rough, source.dtype), replace(info, mode=params.lam_mode, provisional=True)))
+        def estimate(progress: Any = None) -> NoiseEstimate:  # the sample read in the helper thread too
+            return restore.estimate_noise(_noise_sample(source, params.n_spatial), noise="auto", progress=progress)
+
+        pending = control.start(estimate)
+        # the rule's lam: a manual one would be read in image units, and may be meant for photon noise's
+        quick = replace(params, method="wavelet", noise="gaussian", lam_mode="rule")
+        stand_in = MethodInfo(params.method, params.multiplier, params.sigma, provisional=True) \
+            if params.method != "wavelet" else None
+        try:
+            if quick.whole_units:  # a sub-volume
+                for item in preview_task(control, source, idx, region, quick, None, depth, None):
+                    if isinstance(item, Output):
+                        item = Output((item.value[0], stand_in or _provisional(item.value[1])))
+                    yield item
+            else:  # the tree stage alone, as SURE's provisional answer
+                r0, r1, c0, c1 = region
+                crop = np.asarray(source.data[idx + (slice(r0, r1), slice(c0, c1))])
+                rough, info = yield from denoise_plane(control, crop, quick, source.rgb, None, None, (0.0, 0.3),
+                                                       wiener=False)
+                info = replace(info, mode="sure" if params.lam_mode == "sure" else "rule", provisional=True)
+                yield Output((like_input(rough, source.dtype), stand_in or info))
+        except BaseException:  # the estimate's thread stops too, whatever ended the quick answer
+            pending.stop()
+            raise
         answered = True
         name = getattr(source.layer, "name", None)
         text = f"Estimating the noise{f' of {name!r}' if name else ''}\u2026"
@@ -1451,7 +1463,7 @@ class DenoiseWidget(RestoreWidget):
         noise = None
         if isinstance(info, tuple):  # a whole plane or volume: its lam, and the photon model
             info, noise = info
-        if isinstance(info, LamInfo):
+        if isinstance(info, LamInfo) and not info.provisional:  # a quick answer's lam is not the one to keep
             self._last_info = info
         self._show_info(format_info(info, params, noise))
         provisional = bool(getattr(info, "provisional", False))  # a quick answer while the final one runs

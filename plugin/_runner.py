@@ -119,6 +119,7 @@ class Pending:
 
     def __init__(self, control: Control, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
         self._control = control
+        self._stopped = threading.Event()
         self._reports: queue.SimpleQueue = queue.SimpleQueue()
         self._box: dict[str, Any] = {}
         self._finished = object()
@@ -132,6 +133,10 @@ class Pending:
 
         def progress(done: int, total: int) -> None:
             control.check()
+            if self._stopped.is_set():
+                from restore import Cancelled
+
+                raise Cancelled
             self._reports.put((done, total))
 
         def work() -> None:
@@ -143,6 +148,10 @@ class Pending:
                 self._reports.put(self._finished)
 
         threading.Thread(target=work, name="restore-call", daemon=True).start()
+
+    def stop(self) -> None:
+        """Stop the call at its next progress report, without cancelling the job (its task failed, or ended)."""
+        self._stopped.set()
 
     def wait(self, *, span: tuple[float, float] = (0.0, 1.0), text: str = "") -> Generator[Progress | None, None, Any]:
         """Wait for the call; yield its progress mapped onto ``span`` and a heartbeat every ``HEARTBEAT_S``."""

@@ -510,3 +510,15 @@ def test_the_first_preview_answers_before_the_layers_noise_model_is_estimated(mo
     again, _ = _runner.drive(_denoise.preview_task(_runner.Control(), src, (), (0, 64, 0, 64),
                                                    _denoise.DenoiseParams(), cache))
     np.testing.assert_array_equal([v.value[0] for v in again if isinstance(v, _runner.Output)][-1], data)
+
+
+def test_the_quick_answer_of_a_non_local_preview_says_it_is_the_fast_method():
+    """Before the layer's noise model was known, the non-local preview's quick answer said 'SURE running' (a lam of
+    the wavelet method's), and its lam was kept as the one to start a manual lam from."""
+    noisy, _ = _noisy((64, 64))
+    seen, _ = _runner.drive(_denoise.preview_task(_runner.Control(), _source(noisy), (), (0, 64, 0, 64),
+                                                  _denoise.DenoiseParams(method="nonlocal"), _common.LruCache()))
+    infos = [v.value[1] for v in seen if isinstance(v, _runner.Output)]
+    assert isinstance(infos[0], _denoise.MethodInfo) and infos[0].provisional
+    assert "fast wavelet tree for now" in _denoise.format_info(infos[0])
+    assert not isinstance(infos[-1], _denoise.MethodInfo) or not infos[-1].provisional
