@@ -86,6 +86,7 @@ def _run(args: argparse.Namespace) -> None:
     os.environ.setdefault("RESTORE_PLUGIN_SETTINGS", os.path.join("/tmp", f"bench_plugin_{os.getpid()}.ini"))
     try:
         import napari
+        from _qt import wait_until
         from qtpy.QtWidgets import QApplication
 
         import restore
@@ -93,13 +94,7 @@ def _run(args: argparse.Namespace) -> None:
         app = QApplication.instance() or QApplication([])
 
         def wait(pred, timeout=600.0) -> float:
-            t0 = time.perf_counter()
-            while not pred():
-                app.processEvents()
-                time.sleep(0.002)
-                if time.perf_counter() - t0 > timeout:
-                    raise TimeoutError
-            return time.perf_counter() - t0
+            return wait_until(app, pred, timeout)
 
         n = args.size
         rng = np.random.default_rng(0)

@@ -70,6 +70,7 @@ def _child(spec: dict) -> dict:
     """Time the preview in this process's napari (``spec``: size, warm_only, checkout); return the figures."""
     import napari
     import restore_napari
+    from _qt import wait_until
     from qtpy.QtWidgets import QApplication
     from restore_napari._denoise import DenoiseWidget
 
@@ -83,13 +84,7 @@ def _child(spec: dict) -> dict:
     app = QApplication.instance() or QApplication([])
 
     def wait(pred, timeout: float = 600.0) -> float:
-        t0 = time.perf_counter()
-        while not pred():
-            app.processEvents()
-            time.sleep(0.002)
-            if time.perf_counter() - t0 > timeout:
-                raise TimeoutError
-        return time.perf_counter() - t0
+        return wait_until(app, pred, timeout)
 
     n = spec["size"]
     viewer = napari.Viewer(show=True)
