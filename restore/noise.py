@@ -450,7 +450,7 @@ def gaussian_sigma(planes: np.ndarray) -> float:
     """The deviation of white Gaussian noise in 2-D planes stacked along leading axes, all of them together.
 
     :func:`estimate_noise`'s Gaussian model (the details' robust deviation
-    on the smooth places, clipped ones left out); planes under 8 x 8
+    in the quietest blocks of unclipped places); planes under 8 x 8
     pixels, too small for it, the median absolute detail of the finest
     diagonal band of all of it. :func:`restore.estimate_sigma` and the
     denoisers' Gaussian model read the noise with it.
@@ -861,12 +861,13 @@ def _smooth_samples(planes: np.ndarray, scale: float, clip: tuple[float, float],
             censored.append(_censored_places(p[:h, :w], scale, clip, m, grad, share))
         places += m.size
         steps()
+        devs, worst = _block_deviations(d, share)  # each tier keeps the blocks whose places it all allows
         for t, tier in enumerate(tiers):
             usable = share <= tier + 1e-6  # float32 running sums leave residues of about 1e-7
             left[t] += int(m.size - np.count_nonzero(usable))
             if not usable.any():
                 continue
-            quiet[t].append(_block_deviations(d, usable))
+            quiet[t].append(devs[worst <= tier + 1e-6])
             # the gradient of the local mean also carries noise: compare it within each plane
             keep = usable & _smoothest(m, grad, usable)
             means[t].append(m[keep])
@@ -882,15 +883,15 @@ def _smooth_samples(planes: np.ndarray, scale: float, clip: tuple[float, float],
             tiers[t], cens, np.concatenate(quiet[t]))
 
 
-def _block_deviations(d: np.ndarray, usable: np.ndarray) -> np.ndarray:
-    """The robust deviation (median absolute value over 0.6745) of ``d`` in each whole block of usable places."""
+def _block_deviations(d: np.ndarray, share: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each whole block's robust deviation of ``d`` (median absolute value over 0.6745), and its highest ``share``."""
     b = _BLOCK
     rows, cols = d.shape[0] // b, d.shape[1] // b
-    if rows == 0 or cols == 0:
-        return np.empty(0)
     blocks = d[:rows * b, :cols * b].reshape(rows, b, cols, b).swapaxes(1, 2).reshape(-1, b * b)
-    whole = usable[:rows * b, :cols * b].reshape(rows, b, cols, b).all(axis=(1, 3)).ravel()
-    return np.median(np.abs(blocks[whole]), axis=1) / _MAD
+    worst = share[:rows * b, :cols * b].reshape(rows, b, cols, b).max(axis=(1, 3), initial=0.0).ravel()
+    if not len(blocks):
+        return np.empty(0), worst
+    return np.median(np.abs(blocks), axis=1) / _MAD, worst
 
 
 def _censored_places(p: np.ndarray, scale: float, clip: tuple[float, float], m: np.ndarray, grad: np.ndarray,
