@@ -23,6 +23,7 @@ from .patches import (
     _PLANE_RIDGE,
     _plane_basis,
     gather,
+    luminance,
     window_sums,
 )
 
@@ -272,9 +273,9 @@ def _training_patches(img: np.ndarray, known: np.ndarray, size: int, n: int, rng
     r, c = np.concatenate(rows), np.concatenate(cols)
     if len(r) == 0:
         return np.zeros((0, size * size)), np.zeros((0, size * size), bool)
-    # the patches of every channel (n, C, size, size), then their luminance (as luminance's, channel after channel)
+    # the patches of every channel (n, C, size, size), then their luminance
     stack = sliding_window_view(img, (size, size), axis=(0, 1))[r, c]
-    P = (stack.sum(axis=1) / np.sqrt(img.shape[2])).reshape(len(r), -1).astype(np.float64)
+    P = luminance(np.moveaxis(stack, 1, -1)).reshape(len(r), -1).astype(np.float64)
     W = gather(known, r, c, size)
     Z, scale = _centre_known(P, W)
     keep = scale > _FLAT_SHARE * np.median(scale)

@@ -108,8 +108,8 @@ def centre(P: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def luminance(img: np.ndarray) -> np.ndarray:
-    """Sum of the channels of a channels-last image over sqrt(C): the unit-norm grey axis of colour space."""
-    return img.sum(axis=2) / np.sqrt(img.shape[2])
+    """Sum of the channels (the last axis) over sqrt(C): the unit-norm grey axis of colour space."""
+    return img.sum(axis=-1) / np.sqrt(img.shape[-1])
 
 
 def _aggregation_window(size: int) -> np.ndarray:
