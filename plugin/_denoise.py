@@ -39,7 +39,7 @@ from ._common import (
     unit_indices,
     with_alpha,
 )
-from ._runner import PROGRESS_STEPS, Control, Job, Output, Progress, Task, ensure_warm, is_warm
+from ._runner import PROGRESS_STEPS, Control, Job, Output, Pending, Progress, Task, ensure_warm, is_warm
 from ._widgets import RestoreWidget, _camera
 
 if TYPE_CHECKING:
@@ -493,12 +493,9 @@ def photon_model(control: Control, source: Source, params: DenoiseParams, cache:
             return NoiseInfo(float(params.gain), float(params.sigma), False, False)
         return None
     name = getattr(source.layer, "name", None)
-    what = "photon " if params.noise == "poisson-gaussian" else ""
     est = _layer_estimate(cache, source, params.noise)
     if est is None:
-        est = yield from control.call(restore.estimate_noise, _noise_sample(source, params.n_spatial),
-                                      noise=params.noise, span=span,
-                                      text=f"Estimating the {what}noise{f' of {name!r}' if name else ''}\u2026")
+        est = yield from _start_estimate(control, source, params).wait(span=span, text=_estimate_text(source, params))
         if cache is not None:
             cache.set((source.key, "noise", params.noise), est)
     if est.noise != "poisson-gaussian":
@@ -518,6 +515,21 @@ def _estimate_layer(control: Control, source: Source, params: DenoiseParams, cac
     if noise is not None:
         return noise
     return (yield from estimate_task(control, source, idx))
+
+
+def _start_estimate(control: Control, source: Source, params: DenoiseParams) -> Pending:
+    """The layer's :func:`restore.estimate_noise` (``params.noise``) in a helper thread, its sample read there too."""
+    def estimate(progress: Any = None) -> NoiseEstimate:
+        return restore.estimate_noise(_noise_sample(source, params.n_spatial), noise=params.noise, progress=progress)
+
+    return control.start(estimate)
+
+
+def _estimate_text(source: Source, params: DenoiseParams) -> str:
+    """What the bar says while the layer's noise is estimated."""
+    name = getattr(source.layer, "name", None)
+    what = "photon " if params.noise == "poisson-gaussian" else ""
+    return f"Estimating the {what}noise{f' of {name!r}' if name else ''}\u2026"
 
 
 def _layer_estimate(cache: LruCache | None, source: Source, noise: str) -> NoiseEstimate | None:
@@ -732,10 +744,7 @@ def preview_task(control: Control, source: Source, idx: tuple[int, ...], region:
         # the layer's model is estimated once, on the library's sample (seconds on a large layer), beside a quick
         # answer as under Gaussian noise, a photograph's, with the fast method, marked provisional
         cache = cache if cache is not None else LruCache()
-        def estimate(progress: Any = None) -> NoiseEstimate:  # the sample read in the helper thread too
-            return restore.estimate_noise(_noise_sample(source, params.n_spatial), noise="auto", progress=progress)
-
-        pending = control.start(estimate)
+        pending = _start_estimate(control, source, params)
         # the rule's lam: a manual one would be read in image units, and may be meant for photon noise's
         quick = replace(params, method="wavelet", noise="gaussian", lam_mode="rule")
         stand_in = MethodInfo(params.method, params.multiplier, params.sigma, provisional=True) \
@@ -757,10 +766,8 @@ def preview_task(control: Control, source: Source, idx: tuple[int, ...], region:
             pending.stop()
             raise
         answered = True
-        name = getattr(source.layer, "name", None)
-        text = f"Estimating the noise{f' of {name!r}' if name else ''}\u2026"
-        est = yield from pending.wait(span=(0.3, 0.4), text=text)
-        cache.set((source.key, "noise", "auto"), est)
+        est = yield from pending.wait(span=(0.3, 0.4), text=_estimate_text(source, params))
+        cache.set((source.key, "noise", params.noise), est)
     noise = yield from photon_model(control, source, params, cache, span=(0.0, 0.1))
     params = params.for_noise(noise)  # 'auto' as the layer's estimate chose
     if params.method != "wavelet" and not answered and not (
