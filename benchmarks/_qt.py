@@ -10,6 +10,17 @@ from typing import Any
 POLL_S = 0.002
 
 
+def show_view(app: Any, viewer: Any, camera: Any, zoom: float | None, centre: tuple[float, float]) -> None:
+    """The viewer's whole view (``zoom`` None), or ``zoom`` around ``centre``; its redraw let settle (0.2 s)."""
+    viewer.reset_view()
+    if zoom is not None:
+        camera.zoom = zoom
+        camera.center = centre
+    for _ in range(20):
+        app.processEvents()
+        time.sleep(0.01)
+
+
 def wait_until(app: Any, pred: Callable[[], bool], timeout: float = 600.0) -> float:
     """Process ``app``'s Qt events until ``pred()`` holds; return the seconds it took.
 

@@ -86,7 +86,7 @@ def _run(args: argparse.Namespace) -> None:
     os.environ.setdefault("RESTORE_PLUGIN_SETTINGS", os.path.join("/tmp", f"bench_plugin_{os.getpid()}.ini"))
     try:
         import napari
-        from _qt import wait_until
+        from _qt import show_view, wait_until
         from qtpy.QtWidgets import QApplication
 
         import restore
@@ -156,13 +156,7 @@ def _run(args: argparse.Namespace) -> None:
                 viewer.layers.remove(new)
             # preview, zoomed out (a region capped around the centre) and zoomed in
             for zoom in (None, 2.0):
-                viewer.reset_view()
-                if zoom is not None:
-                    camera.zoom = zoom
-                    camera.center = (n / 3, n / 3)
-                for _ in range(20):
-                    app.processEvents()
-                    time.sleep(0.01)
+                show_view(app, viewer, camera, zoom, (n / 3, n / 3))
                 w.multiplier.value = 1.0 + (0.01 if zoom else 0.0)  # SURE itself is cached per region
                 w.preview.value = True
                 first = wait(lambda: "big [preview]" in viewer.layers)

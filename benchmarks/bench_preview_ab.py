@@ -70,7 +70,7 @@ def _child(spec: dict) -> dict:
     """Time the preview in this process's napari (``spec``: size, warm_only, checkout); return the figures."""
     import napari
     import restore_napari
-    from _qt import wait_until
+    from _qt import show_view, wait_until
     from qtpy.QtWidgets import QApplication
     from restore_napari._denoise import DenoiseWidget
 
@@ -102,13 +102,7 @@ def _child(spec: dict) -> dict:
         """Tick Preview zoomed out, then zoomed in, on layer ``name``; the times of each."""
         found = []
         for zoom in (None, ZOOM_IN):
-            viewer.reset_view()
-            if zoom is not None:
-                camera.zoom = zoom
-                camera.center = (n / 3, n / 3)
-            for _ in range(20):
-                app.processEvents()
-                time.sleep(0.01)
+            show_view(app, viewer, camera, zoom, (n / 3, n / 3))
             print(f"{name}: preview zoomed {zoom or 'out'}", file=sys.stderr, flush=True)  # where a failure was
             cpu0, t0 = time.process_time(), time.perf_counter()
             w.preview.value = True
