@@ -743,25 +743,80 @@ class _Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
-def _terminate(signum: int, frame: Any) -> None:
-    raise _Terminated(signum)
+class _Signals:
+    """The command's stop signals: the first stops the work; those that follow wait until its cleanup is done.
+
+    The first SIGINT raises ``KeyboardInterrupt`` (SIGTERM or SIGHUP :class:`_Terminated`), which unwinds the work
+    through ``finally`` blocks that remove our partial files and re-take locks that threads hold. A second one
+    raised in there would leave a temporary file behind, or break a lock into a traceback: it is noted instead,
+    and the process ends at once when the cleanup is over (:func:`_main`).
+    """
+
+    caught = ("SIGINT", "SIGTERM", "SIGHUP")
+
+    def __init__(self) -> None:
+        self.again = False
+        self.previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        import signal
+
+        for name in self.caught:
+            sig = getattr(signal, name)
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # ignored (nohup, a background job): honoured
+                self.previous[sig] = signal.signal(sig, self._first)
+
+    def restore(self, keep_sigint: bool) -> None:
+        import signal
+
+        for sig, handler in self.previous.items():
+            if not (keep_sigint and sig == signal.SIGINT):
+                signal.signal(sig, handler)
+
+    def _first(self, signum: int, frame: Any) -> None:
+        import signal
+
+        for sig in self.previous:
+            signal.signal(sig, self._again)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise _Terminated(signum)
+
+    def _again(self, signum: int, frame: Any) -> None:
+        self.again = True
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``restore`` command."""
-    import signal
     import threading
 
-    caught = (signal.SIGTERM, signal.SIGHUP)
-    previous = ({sig: signal.signal(sig, _terminate) for sig in caught}
-                if threading.current_thread() is threading.main_thread() else {})
+    signals = _Signals()
+    if threading.current_thread() is threading.main_thread():
+        signals.install()
+    # the process's own command (not a caller's ``main([...])``): a Ctrl-C after an interrupted run's message,
+    # while the interpreter's exit joins the library's threads (a chunk of work each), ends the process at once
+    process = argv is None and bool(signals.previous)
+    interrupted = False
     try:
         return _main(argv)
     except _Terminated as exc:
-        return 128 + exc.signum
+        interrupted = True
+        return _end_interrupted(signals, process, 128 + exc.signum)
+    except KeyboardInterrupt:  # raised by _main once its message is printed
+        interrupted = True
+        return _end_interrupted(signals, process, 130)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        signals.restore(keep_sigint=process and interrupted)
+
+
+def _end_interrupted(signals: _Signals, process: bool, code: int) -> int:
+    import signal
+
+    if process:
+        signal.signal(signal.SIGINT, _exit_interrupted)
+        if signals.again:  # the user asked twice: the cleanup is done, nothing more to wait for
+            _exit_now(code)
+    return code
 
 
 def console() -> int:
@@ -776,10 +831,14 @@ def console() -> int:
         gc.freeze()
 
 
-def _exit_interrupted(signum: int, frame: Any) -> None:
+def _exit_now(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(130)
+    os._exit(code)
+
+
+def _exit_interrupted(signum: int, frame: Any) -> None:
+    _exit_now(130)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -799,20 +858,10 @@ def _main(argv: list[str] | None) -> int:
         except _expected_errors() as exc:
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise SystemExit(f"error: {text}") from None
-    except KeyboardInterrupt as exc:
-        import signal
-        import threading
-
-        if argv is None and threading.current_thread() is threading.main_thread():
-            # the process's own command, interrupted: from here to the end of the interpreter's exit (which
-            # joins the library's threads, a chunk of work each) a second Ctrl-C (a terminal's, or `timeout`'s
-            # to the process group) ends the process at once instead of in a traceback
-            signal.signal(signal.SIGINT, _exit_interrupted)
+    except KeyboardInterrupt:
         message = _INTERRUPTED.get(getattr(args, "command", None), "interrupted: nothing written")
         print("\n" + message.format(out=getattr(args, "out", "")), file=sys.stderr)
-        if isinstance(exc, _Terminated):
-            raise
-        return 130
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

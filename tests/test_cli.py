@@ -3,6 +3,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -342,3 +343,68 @@ def test_a_second_ctrl_c_while_the_library_threads_end_exits_at_once_without_a_t
             failures.append((proc.returncode, err[-800:]))
         assert not out.exists()
     assert not failures, failures
+
+
+def test_a_second_ctrl_c_during_the_cleanup_lets_it_finish_then_exits_at_once(tmp_path):
+    # the first Ctrl-C unwinds the work, whose `finally` blocks remove our partial files (and re-take locks that
+    # threads hold): a second one raised in there left a temporary file behind, or a "release unlocked lock"
+    # traceback; it now waits for the cleanup, then ends the process
+    script = tmp_path / "slow.py"
+    script.write_text(textwrap.dedent(f"""
+        import pathlib, sys, time
+        import restore.cli as cli
+        marks = pathlib.Path({str(tmp_path)!r})
+
+        def slow(args):
+            (marks / "started").touch()
+            try:
+                time.sleep(60)
+            finally:
+                (marks / "cleaning").touch()
+                time.sleep(1.0)
+                (marks / "cleaned").touch()
+
+        cli.cmd_learn = slow
+        sys.argv = ["restore", "learn", "in.png", "--out", "d.npz"]
+        sys.exit(cli.console())
+    """))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+    def wait_for(name):
+        deadline = time.monotonic() + 60
+        while not (tmp_path / name).exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+
+    wait_for("started")
+    proc.send_signal(signal.SIGINT)
+    wait_for("cleaning")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert (tmp_path / "cleaned").exists()
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and "interrupted" in err
+
+
+def test_a_command_started_under_nohup_keeps_running_when_the_terminal_closes(tmp_path):
+    # nohup (and a shell's background job, for SIGINT) starts the command with the signal ignored: the command
+    # turned SIGHUP back into "interrupted: nothing written" (exit 129) and lost the night's run
+    script = tmp_path / "hup.py"
+    script.write_text(textwrap.dedent("""
+        import os, signal, sys, time
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup starts it
+        import restore.cli as cli
+
+        def work(args):
+            os.kill(os.getpid(), signal.SIGHUP)  # the terminal closes
+            time.sleep(0.5)
+            print("finished")
+            return 0
+
+        cli.cmd_learn = work
+        sys.argv = ["restore", "learn", "in.png", "--out", "d.npz"]
+        sys.exit(cli.console())
+    """))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "finished", proc.stderr
