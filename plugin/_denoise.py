@@ -35,11 +35,12 @@ from ._common import (
     plane_indices,
     plane_shape,
     preview_region,
+    run_sync,
     split_alpha,
     unit_indices,
     with_alpha,
 )
-from ._runner import PROGRESS_STEPS, Control, Job, Output, Pending, Progress, Task, ensure_warm, is_warm
+from ._runner import PROGRESS_STEPS, Ahead, Control, Job, Output, Pending, Progress, Task, ensure_warm, is_warm
 from ._widgets import RestoreWidget, _camera
 
 if TYPE_CHECKING:
@@ -495,7 +496,8 @@ def photon_model(control: Control, source: Source, params: DenoiseParams, cache:
     name = getattr(source.layer, "name", None)
     est = _layer_estimate(cache, source, params.noise)
     if est is None:
-        est = yield from _start_estimate(control, source, params).wait(span=span, text=_estimate_text(source, params))
+        est = yield from _start_estimate(control, source, params, cache).wait(span=span,
+                                                                              text=_estimate_text(source, params))
         if cache is not None:
             cache.set((source.key, "noise", params.noise), est)
     if est.noise != "poisson-gaussian":
@@ -517,12 +519,36 @@ def _estimate_layer(control: Control, source: Source, params: DenoiseParams, cac
     return (yield from estimate_task(control, source, idx))
 
 
-def _start_estimate(control: Control, source: Source, params: DenoiseParams) -> Pending:
-    """The layer's :func:`restore.estimate_noise` (``params.noise``) in a helper thread, its sample read there too."""
-    def estimate(progress: Any = None) -> NoiseEstimate:
-        return restore.estimate_noise(_noise_sample(source, params.n_spatial), noise=params.noise, progress=progress)
+def _start_estimate(control: Control, source: Source, params: DenoiseParams, cache: LruCache | None = None
+                    ) -> Pending | Ahead:
+    """The layer's :func:`restore.estimate_noise` (``params.noise``) in a helper thread, its sample read there too.
 
-    return control.start(estimate)
+    The one the widget started ahead (:func:`estimate_ahead`, kept in ``cache``) is joined where it is.
+    """
+    ahead = cache.get((source.key, "noise", params.noise)) if cache is not None else None
+    if isinstance(ahead, Ahead) and ahead.joinable:
+        return ahead.join(control)
+    return control.start(_estimate_noise, source, params)
+
+
+def _estimate_noise(source: Source, params: DenoiseParams, progress: Any = None) -> NoiseEstimate:
+    return restore.estimate_noise(_noise_sample(source, params.n_spatial), noise=params.noise, progress=progress)
+
+
+def estimate_ahead(source: Source, params: DenoiseParams, cache: LruCache) -> None:
+    """Start the layer's noise estimate that the first preview or Apply will need, unless kept or running.
+
+    Chosen in the widget, a layer's first preview would otherwise wait for
+    it (a few tenths of a second on a large layer). It runs in a thread of
+    its own, in no job, its :class:`Ahead` kept in ``cache`` under the key
+    of the estimate, which replaces it once a task has taken its value.
+    """
+    key = (source.key, "noise", params.noise)
+    kept = cache.get(key)
+    if not params.estimates_noise or _layer_estimate(cache, source, params.noise) is not None or (
+            isinstance(kept, Ahead) and kept.joinable):
+        return
+    cache.set(key, Ahead(_estimate_noise, source, params))
 
 
 def _estimate_text(source: Source, params: DenoiseParams) -> str:
@@ -540,9 +566,14 @@ def _layer_estimate(cache: LruCache | None, source: Source, noise: str) -> Noise
     """
     if cache is None:
         return None
-    est = cache.get((source.key, "noise", noise))
+
+    def kept(noise: str) -> NoiseEstimate | None:
+        est = cache.get((source.key, "noise", noise))
+        return est.value() if isinstance(est, Ahead) else est  # (None while an estimate started ahead runs)
+
+    est = kept(noise)
     if est is None and noise == "poisson-gaussian":
-        auto = cache.get((source.key, "noise", "auto"))
+        auto = kept("auto")
         est = auto if auto is not None and auto.noise == noise else None
     return est
 
@@ -744,7 +775,7 @@ def preview_task(control: Control, source: Source, idx: tuple[int, ...], region:
         # the layer's model is estimated once, on the library's sample (seconds on a large layer), beside a quick
         # answer as under Gaussian noise, a photograph's, with the fast method, marked provisional
         cache = cache if cache is not None else LruCache()
-        pending = _start_estimate(control, source, params)
+        pending = _start_estimate(control, source, params, cache)
         # the rule's lam: a manual one would be read in image units, and may be meant for photon noise's
         quick = replace(params, method="wavelet", noise="gaussian", lam_mode="rule")
         stand_in = MethodInfo(params.method, params.multiplier, params.sigma, provisional=True) \
@@ -1010,6 +1041,7 @@ class DenoiseWidget(RestoreWidget):
         from qtpy.QtCore import QTimer  # Qt only when the widget is built
 
         self._lam_cache = LruCache(512)
+        self._aheads: list[Ahead] = []  # noise estimates started ahead (:meth:`_estimate_ahead`), stopped at close
         self._preview_layer: Any = None
         self._preview_source: Any = None  # the layer the preview layer shows a part of
         self._adding_preview = False
@@ -1248,6 +1280,7 @@ class DenoiseWidget(RestoreWidget):
     def _on_noise_changed(self, *_: Any) -> None:
         pg = self.noise.value == "poisson-gaussian"
         self.gain.enabled = self._gain_label.enabled = pg
+        self._estimate_ahead()
         self._schedule_preview()
 
     def _mode_choices(self, _widget: Any = None) -> list[tuple[str, str]]:
@@ -1297,6 +1330,25 @@ class DenoiseWidget(RestoreWidget):
         if changed:
             self._show_info("")  # the numbers shown were another layer's
         self._apply_layer_choices(layer)
+        self._estimate_ahead()
+
+    def _estimate_ahead(self) -> None:
+        """Start the chosen layer's noise estimate, which its first preview would wait for (:func:`estimate_ahead`)."""
+        ahead = None
+        if not self._inactive and not run_sync():  # (synchronous: debugging and tests, work starts when asked)
+            try:
+                source, params = Source.of(self.image.value, multiscale_ok=True), self.params()
+            except Exception:  # noqa: BLE001 - no layer, or settings the preview will refuse with their message
+                source = None
+            if source is not None:
+                estimate_ahead(source, params, self._lam_cache)
+                ahead = self._lam_cache.get((source.key, "noise", params.noise))
+        for other in self._aheads:  # another layer's or noise model's, no task waiting for it: not needed now
+            if other is not ahead and not other.joined:
+                other.stop()
+        self._aheads = [a for a in self._aheads if a.value() is None and a.joinable]  # those still running
+        if isinstance(ahead, Ahead) and ahead not in self._aheads:
+            self._aheads.append(ahead)
 
     def _on_data_changed(self, *_: Any) -> None:
         self._lam_cache.clear()
@@ -1323,6 +1375,7 @@ class DenoiseWidget(RestoreWidget):
 
     def _on_sigma_auto_changed(self, auto: bool) -> None:
         self.sigma.enabled = not auto
+        self._estimate_ahead()
         self._schedule_preview()
 
     def _on_mode_changed(self, mode: str) -> None:
@@ -1529,6 +1582,8 @@ class DenoiseWidget(RestoreWidget):
 
     def _stop_jobs(self) -> None:
         self._timer.stop()
+        for ahead in self._aheads:
+            ahead.stop()
         job = self._preview_job
         self._stop_preview()
         if job is not None:

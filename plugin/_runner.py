@@ -33,6 +33,7 @@ from magicgui.widgets import Container, Label, ProgressBar, PushButton
 from ._common import error_message, run_sync
 
 __all__ = [
+    "Ahead",
     "Control",
     "Job",
     "Output",
@@ -180,6 +181,86 @@ class Pending:
                     yield None if latest is None else Progress(fraction(*latest), text)
         except GeneratorExit:  # the worker dropped the task: stop the call as well
             control.cancel()
+            raise
+        if "error" in self._box:
+            raise self._box["error"]
+        yield Progress(f1, text)
+        return self._box["value"]
+
+
+class Ahead:
+    """A library call started before any task needs it, in no job (no bar, no Cancel); a task adopts it (:meth:`join`).
+
+    The Denoise widget starts a layer's noise estimate once the layer is
+    chosen, so that the first preview finds it done, or joins it where it
+    is, instead of starting it again. Joined, it is the task's own as a
+    :class:`Pending` is: cancelling the task (or :meth:`stop`) ends the call
+    at its next progress report, and the next task starts its own.
+    """
+
+    def __init__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
+        self._stopped = threading.Event()
+        self._done = threading.Event()
+        self._latest: tuple[int, int] | None = None
+        self._box: dict[str, Any] = {}
+        self._control: Control | None = None
+
+        def progress(done: int, total: int) -> None:
+            if self._control is not None and self._control.cancelled:  # the task that adopted it was cancelled
+                self._stopped.set()
+            if self._stopped.is_set():
+                from restore import Cancelled
+
+                raise Cancelled
+            self._latest = (done, total)
+
+        def work() -> None:
+            try:
+                self._box["value"] = fn(*args, progress=progress, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - handed to the task that joins
+                self._box["error"] = exc
+            finally:
+                self._done.set()
+
+        threading.Thread(target=work, name="restore-ahead", daemon=True).start()
+
+    def stop(self) -> None:
+        """End the call at its next progress report."""
+        self._stopped.set()
+
+    @property
+    def joinable(self) -> bool:
+        """Whether a task waiting for it gets its value or its own error (not stopped, not failed)."""
+        return not self._stopped.is_set() and "error" not in self._box
+
+    def value(self) -> Any:
+        """Its value once it has ended well; None before, or if it failed or was stopped."""
+        return self._box.get("value") if self._done.is_set() else None
+
+    @property
+    def joined(self) -> bool:
+        """Whether a task has adopted it."""
+        return self._control is not None
+
+    def join(self, control: Control) -> Ahead:
+        """Adopt it in ``control``'s task; then :meth:`wait` for it as for a :class:`Pending`."""
+        self._control = control
+        return self
+
+    def wait(self, *, span: tuple[float, float] = (0.0, 1.0), text: str = "") -> Generator[Progress | None, None, Any]:
+        """Wait for the call in the task that joined it; yield its progress on ``span`` and a heartbeat."""
+        f0, f1 = span
+        try:
+            control = self._control
+            assert control is not None, "join it first"
+            while not self._done.wait(HEARTBEAT_S):
+                control.check()
+                latest = self._latest
+                yield None if latest is None else Progress(f0 + (f1 - f0) * min(1.0, latest[0] / max(latest[1], 1)),
+                                                           text)
+            control.check()
+        except BaseException:  # cancelled, or dropped by the worker: the call ends with its task
+            self.stop()
             raise
         if "error" in self._box:
             raise self._box["error"]
