@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import replace
 
 import numpy as np
@@ -116,6 +118,9 @@ def _denoise_volume(vol: np.ndarray, lam: float, penalty: str, plan: _Plan, pena
 _WIENER_PASSES = (("haar", 0.5), ("db2", 2.0))  # volumes: (wavelet, shifts per cycle spin)
 _WIENER_PASSES_2D = (("db2", 2.0),)  # planes
 _PILOT_SPINS = 0.25  # shifts of the tree pilot per cycle spin when the Wiener stage follows
+# Largest plane (coefficients) whose Wiener shifts run on several threads at once: each thread holds three arrays
+# of the plane's size (32 MB each here, float64); a larger plane's shifts run one at a time, in its caller's memory
+_WIENER_THREADS_MAX_COEFFS = 1 << 22
 
 
 # Shifts of the last Wiener pass on volumes, at least: its second shift, by one sample along every axis, gives even
@@ -176,11 +181,10 @@ def _wiener_plane(plane: np.ndarray, pilot: np.ndarray, sigma: float, plan: _Pla
     shifts = _shifts(n_shifts, len(plan.shape))
     if len(plan.shape) == 3:
         return _wiener_volume(plane, pilot, s2, plan, shifts, step, var_map, var_factor)
-    acc = None
-    for s in shifts:
+
+    def filtered(s: tuple[int, ...]) -> np.ndarray:
         c = plan.forward(plane, s)
         p = plan.forward(pilot, s)
-        step()
         p *= p
         if var_map is not None:
             v = plan.coeff_var(var_map, s, var_factor)
@@ -191,9 +195,18 @@ def _wiener_plane(plane: np.ndarray, pilot: np.ndarray, sigma: float, plan: _Pla
             gain = np.ones_like(p)
         gain[: plan.n_approx] = 1.0
         c *= gain
-        rec = plan.inverse(c, s)
-        acc = rec if acc is None else acc + rec
-        step()
+        return plan.inverse(c, s)
+
+    # the shifts in groups of one per thread (PyWavelets releases the GIL), summed in their order: the same values
+    k = min(default_num_threads(), len(shifts)) if plan.n_coeffs <= _WIENER_THREADS_MAX_COEFFS else 1
+    acc = None
+    with ThreadPoolExecutor(k, thread_name_prefix="restore-wiener") if k > 1 else nullcontext() as pool:
+        for i in range(0, len(shifts), k):
+            group = shifts[i:i + k]
+            for rec in (pool.map(filtered, group) if pool is not None else map(filtered, group)):
+                acc = rec if acc is None else acc + rec
+                step()
+                step()
     return acc / len(shifts) if len(shifts) > 1 else acc
 
 
