@@ -324,7 +324,7 @@ def test_a_second_ctrl_c_while_the_library_threads_end_exits_at_once_without_a_t
     src = tmp_path / "big.png"
     io.imsave(src, np.tile(data.astronaut(), (2, 2, 1)), check_contrast=False)
     failures = []
-    for _ in range(6):
+    for _ in range(4):  # (the second signal's moment varies: a few runs meet several of them)
         out = tmp_path / "d.npz"
         proc = subprocess.Popen([sys.executable, "-m", "restore.cli", "learn", str(src), "--out", str(out),
                                  "--epochs", "20", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
