@@ -157,11 +157,6 @@ class Pending:
     def wait(self, *, span: tuple[float, float] = (0.0, 1.0), text: str = "") -> Generator[Progress | None, None, Any]:
         """Wait for the call; yield its progress mapped onto ``span`` and a heartbeat every ``HEARTBEAT_S``."""
         control = self._control
-        f0, f1 = span
-
-        def fraction(done: int, total: int) -> float:
-            return f0 + (f1 - f0) * min(1.0, done / max(total, 1))
-
         latest: tuple[int, int] | None = None
         shown = 0.0
         try:
@@ -178,14 +173,27 @@ class Pending:
                 now = time.monotonic()
                 if now - shown >= REPORT_INTERVAL_S or item is None:
                     shown = now
-                    yield None if latest is None else Progress(fraction(*latest), text)
+                    yield _report(latest, span, text)
         except GeneratorExit:  # the worker dropped the task: stop the call as well
             control.cancel()
             raise
-        if "error" in self._box:
-            raise self._box["error"]
-        yield Progress(f1, text)
-        return self._box["value"]
+        return (yield from _outcome(self._box, span, text))
+
+
+def _report(latest: tuple[int, int] | None, span: tuple[float, float], text: str) -> Progress | None:
+    """A call's latest ``(done, total)`` as its task's progress on ``span``; None (a heartbeat) before any."""
+    if latest is None:
+        return None
+    f0, f1 = span
+    return Progress(f0 + (f1 - f0) * min(1.0, latest[0] / max(latest[1], 1)), text)
+
+
+def _outcome(box: dict[str, Any], span: tuple[float, float], text: str) -> Generator[Progress, None, Any]:
+    """An ended call's value (its progress at the end of ``span``), or its error raised."""
+    if "error" in box:
+        raise box["error"]
+    yield Progress(span[1], text)
+    return box["value"]
 
 
 class Ahead:
@@ -249,23 +257,17 @@ class Ahead:
 
     def wait(self, *, span: tuple[float, float] = (0.0, 1.0), text: str = "") -> Generator[Progress | None, None, Any]:
         """Wait for the call in the task that joined it; yield its progress on ``span`` and a heartbeat."""
-        f0, f1 = span
         try:
             control = self._control
             assert control is not None, "join it first"
             while not self._done.wait(HEARTBEAT_S):
                 control.check()
-                latest = self._latest
-                yield None if latest is None else Progress(f0 + (f1 - f0) * min(1.0, latest[0] / max(latest[1], 1)),
-                                                           text)
+                yield _report(self._latest, span, text)
             control.check()
         except BaseException:  # cancelled, or dropped by the worker: the call ends with its task
             self.stop()
             raise
-        if "error" in self._box:
-            raise self._box["error"]
-        yield Progress(f1, text)
-        return self._box["value"]
+        return (yield from _outcome(self._box, span, text))
 
 
 def drive(gen: Iterator[Any]) -> tuple[list[Any], Any]:

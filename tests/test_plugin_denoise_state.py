@@ -63,16 +63,13 @@ def test_the_bar_is_busy_until_the_librarys_first_report_then_shows_real_fractio
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("started", ["by the run", "when the layer was chosen"])
-def test_cancel_stops_the_photon_noise_estimate_itself(started, make_napari_viewer, qtbot, errors, monkeypatch):
-    viewer = make_napari_viewer()
-    widget = dock(viewer, qtbot, DENOISE)
-    widget.noise.value = "poisson-gaussian"  # (kept for the next layer, as a user's choice)
-    running, proceed, outcome, real = threading.Event(), threading.Event(), [], restore.estimate_noise
+def _held_estimate(running, proceed, outcome):
+    """``restore.estimate_noise`` that sets ``running``, waits for ``proceed``, says in ``outcome`` how it ended."""
+    real = restore.estimate_noise
 
-    def watched(*args, progress=None, **kwargs):
+    def held(*args, progress=None, **kwargs):
         running.set()
-        proceed.wait(20)  # Cancel comes while the estimate runs
+        proceed.wait(20)
         try:
             out = real(*args, progress=progress, **kwargs)
         except restore.Cancelled:
@@ -80,6 +77,17 @@ def test_cancel_stops_the_photon_noise_estimate_itself(started, make_napari_view
             raise
         outcome.append("ran to its end")
         return out
+
+    return held
+
+
+@pytest.mark.parametrize("started", ["by the run", "when the layer was chosen"])
+def test_cancel_stops_the_photon_noise_estimate_itself(started, make_napari_viewer, qtbot, errors, monkeypatch):
+    viewer = make_napari_viewer()
+    widget = dock(viewer, qtbot, DENOISE)
+    widget.noise.value = "poisson-gaussian"  # (kept for the next layer, as a user's choice)
+    running, proceed, outcome = threading.Event(), threading.Event(), []
+    watched = _held_estimate(running, proceed, outcome)  # Cancel comes while the estimate runs
 
     if started == "by the run":
         layer = viewer.add_image(_photons((16, 128, 128)), name="photons")
@@ -135,18 +143,8 @@ def test_an_estimate_started_for_a_layer_is_stopped_when_another_is_chosen(make_
     viewer = make_napari_viewer()
     widget = dock(viewer, qtbot, DENOISE)
     second = viewer.add_image(_noisy((256, 256), 1), name="b")
-    running, proceed, outcome, real = threading.Event(), threading.Event(), [], restore.estimate_noise
-
-    def watched(*args, progress=None, **kwargs):
-        running.set()
-        proceed.wait(20)
-        try:
-            out = real(*args, progress=progress, **kwargs)
-        except restore.Cancelled:
-            outcome.append("stopped")
-            raise
-        outcome.append("ran to its end")
-        return out
+    running, proceed, outcome = threading.Event(), threading.Event(), []
+    watched = _held_estimate(running, proceed, outcome)
 
     widget.image.value = second
     qtbot.waitUntil(lambda: widget._lam_cache.get(((second.unique_id, id(second.data)), "noise", "auto"))
