@@ -40,7 +40,19 @@ from ._common import (
     unit_indices,
     with_alpha,
 )
-from ._runner import PROGRESS_STEPS, Ahead, Control, Job, Output, Pending, Progress, Task, ensure_warm, is_warm
+from ._runner import (
+    PROGRESS_STEPS,
+    Ahead,
+    Control,
+    Job,
+    Joined,
+    Output,
+    Pending,
+    Progress,
+    Task,
+    ensure_warm,
+    is_warm,
+)
 from ._widgets import RestoreWidget, _camera
 
 if TYPE_CHECKING:
@@ -481,13 +493,15 @@ def _estimate_share(source: Source, params: DenoiseParams, voxels: int | None = 
 
 
 def photon_model(control: Control, source: Source, params: DenoiseParams, cache: LruCache | None = None,
-                 span: tuple[float, float] = (0.0, 1.0)) -> Generator[Progress | None, None, NoiseInfo | None]:
+                 span: tuple[float, float] = (0.0, 1.0), own: bool = True
+                 ) -> Generator[Progress | None, None, NoiseInfo | None]:
     """The layer's Poisson-Gaussian model, or None for Gaussian noise (sigma then per plane or volume).
 
     What the library would estimate on the whole layer (:attr:`DenoiseParams.estimates_noise`:
     the model with 'auto', gain and read noise not given), estimated once by
     :func:`restore.estimate_noise` on the library's sample (:func:`_noise_sample`)
     and kept in ``cache`` for the layer. The estimate's progress goes on ``span`` of the bar.
+    ``own``: as in :func:`_start_estimate`.
     """
     if not params.estimates_noise:
         if params.noise == "poisson-gaussian":  # gain and read noise given
@@ -496,8 +510,8 @@ def photon_model(control: Control, source: Source, params: DenoiseParams, cache:
     name = getattr(source.layer, "name", None)
     est = _layer_estimate(cache, source, params.noise)
     if est is None:
-        est = yield from _start_estimate(control, source, params, cache).wait(span=span,
-                                                                              text=_estimate_text(source, params))
+        est = yield from _start_estimate(control, source, params, cache, own).wait(span=span,
+                                                                                   text=_estimate_text(source, params))
         if cache is not None:
             cache.set((source.key, "noise", params.noise), est)
     if est.noise != "poisson-gaussian":
@@ -519,15 +533,18 @@ def _estimate_layer(control: Control, source: Source, params: DenoiseParams, cac
     return (yield from estimate_task(control, source, idx))
 
 
-def _start_estimate(control: Control, source: Source, params: DenoiseParams, cache: LruCache | None = None
-                    ) -> Pending | Ahead:
+def _start_estimate(control: Control, source: Source, params: DenoiseParams, cache: LruCache | None = None,
+                    own: bool = True) -> Pending | Joined:
     """The layer's :func:`restore.estimate_noise` (``params.noise``) in a helper thread, its sample read there too.
 
-    The one the widget started ahead (:func:`estimate_ahead`, kept in ``cache``) is joined where it is.
+    A :class:`Pending`, or the wait for the one the widget started ahead
+    (:func:`estimate_ahead`, kept in ``cache``), joined where it is: adopted
+    with ``own`` (cancelling the task stops it), else left running when the
+    task is cancelled (a preview, which the next one replaces).
     """
     ahead = cache.get((source.key, "noise", params.noise)) if cache is not None else None
     if isinstance(ahead, Ahead) and ahead.joinable:
-        return ahead.join(control)
+        return ahead.join(control, own=own)
     return control.start(_estimate_noise, source, params)
 
 
@@ -775,7 +792,7 @@ def preview_task(control: Control, source: Source, idx: tuple[int, ...], region:
         # the layer's model is estimated once, on the library's sample (seconds on a large layer), beside a quick
         # answer as under Gaussian noise, a photograph's, with the fast method, marked provisional
         cache = cache if cache is not None else LruCache()
-        pending = _start_estimate(control, source, params, cache)
+        pending = _start_estimate(control, source, params, cache, own=False)  # the next preview may need it
         # the rule's lam: a manual one would be read in image units, and may be meant for photon noise's
         quick = replace(params, method="wavelet", noise="gaussian", lam_mode="rule")
         stand_in = MethodInfo(params.method, params.multiplier, params.sigma, provisional=True) \
@@ -799,7 +816,7 @@ def preview_task(control: Control, source: Source, idx: tuple[int, ...], region:
         answered = True
         est = yield from pending.wait(span=(0.3, 0.4), text=_estimate_text(source, params))
         cache.set((source.key, "noise", params.noise), est)
-    noise = yield from photon_model(control, source, params, cache, span=(0.0, 0.1))
+    noise = yield from photon_model(control, source, params, cache, span=(0.0, 0.1), own=False)
     params = params.for_noise(noise)  # 'auto' as the layer's estimate chose
     if params.method != "wavelet" and not answered and not (
             depth is not None and volumes is not None and (source.key, idx[:-1], depth, region, params) in volumes):
@@ -1344,7 +1361,7 @@ class DenoiseWidget(RestoreWidget):
                 estimate_ahead(source, params, self._lam_cache)
                 ahead = self._lam_cache.get((source.key, "noise", params.noise))
         for other in self._aheads:  # another layer's or noise model's, no task waiting for it: not needed now
-            if other is not ahead and not other.joined:
+            if other is not ahead and not other.adopted:
                 other.stop()
         self._aheads = [a for a in self._aheads if a.value() is None and a.joinable]  # those still running
         if isinstance(ahead, Ahead) and ahead not in self._aheads:

@@ -36,6 +36,7 @@ __all__ = [
     "Ahead",
     "Control",
     "Job",
+    "Joined",
     "Output",
     "Progress",
     "Runner",
@@ -197,13 +198,14 @@ def _outcome(box: dict[str, Any], span: tuple[float, float], text: str) -> Gener
 
 
 class Ahead:
-    """A library call started before any task needs it, in no job (no bar, no Cancel); a task adopts it (:meth:`join`).
+    """A library call started before any task needs it, in no job (no bar, no Cancel); tasks :meth:`join` it.
 
     The Denoise widget starts a layer's noise estimate once the layer is
     chosen, so that the first preview finds it done, or joins it where it
-    is, instead of starting it again. Joined, it is the task's own as a
-    :class:`Pending` is: cancelling the task (or :meth:`stop`) ends the call
-    at its next progress report, and the next task starts its own.
+    is, instead of starting it again. A task that adopts it (Apply) owns it
+    as a :class:`Pending`: cancelling the task ends the call at its next
+    progress report. One that only waits for it (a preview, replaced at each
+    pan or zoom) leaves it running for the next. :meth:`stop` ends it.
     """
 
     def __init__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
@@ -211,10 +213,10 @@ class Ahead:
         self._done = threading.Event()
         self._latest: tuple[int, int] | None = None
         self._box: dict[str, Any] = {}
-        self._control: Control | None = None
+        self._owner: Control | None = None
 
         def progress(done: int, total: int) -> None:
-            if self._control is not None and self._control.cancelled:  # the task that adopted it was cancelled
+            if self._owner is not None and self._owner.cancelled:  # the task that adopted it was cancelled
                 self._stopped.set()
             if self._stopped.is_set():
                 from restore import Cancelled
@@ -225,7 +227,7 @@ class Ahead:
         def work() -> None:
             try:
                 self._box["value"] = fn(*args, progress=progress, **kwargs)
-            except BaseException as exc:  # noqa: BLE001 - handed to the task that joins
+            except BaseException as exc:  # noqa: BLE001 - handed to the tasks that join
                 self._box["error"] = exc
             finally:
                 self._done.set()
@@ -246,28 +248,40 @@ class Ahead:
         return self._box.get("value") if self._done.is_set() else None
 
     @property
-    def joined(self) -> bool:
-        """Whether a task has adopted it."""
-        return self._control is not None
+    def adopted(self) -> bool:
+        """Whether a task owns it (:meth:`join` with ``own``)."""
+        return self._owner is not None
 
-    def join(self, control: Control) -> Ahead:
-        """Adopt it in ``control``'s task; then :meth:`wait` for it as for a :class:`Pending`."""
-        self._control = control
-        return self
+    def join(self, control: Control, *, own: bool = True) -> Joined:
+        """Wait for it in ``control``'s task as for a :class:`Pending`; with ``own``, the task adopts it."""
+        if own:
+            self._owner = control
+        return Joined(self, control, own)
+
+
+class Joined:
+    """A task's wait for an :class:`Ahead` (:meth:`Ahead.join`), with a :class:`Pending`'s ``wait`` and ``stop``."""
+
+    def __init__(self, ahead: Ahead, control: Control, own: bool) -> None:
+        self._ahead, self._control, self._own = ahead, control, own
+
+    def stop(self) -> None:
+        """End the call if the task owns it."""
+        if self._own:
+            self._ahead.stop()
 
     def wait(self, *, span: tuple[float, float] = (0.0, 1.0), text: str = "") -> Generator[Progress | None, None, Any]:
-        """Wait for the call in the task that joined it; yield its progress on ``span`` and a heartbeat."""
+        """Wait for the call; yield its progress mapped onto ``span`` and a heartbeat every ``HEARTBEAT_S``."""
+        ahead = self._ahead
         try:
-            control = self._control
-            assert control is not None, "join it first"
-            while not self._done.wait(HEARTBEAT_S):
-                control.check()
-                yield _report(self._latest, span, text)
-            control.check()
-        except BaseException:  # cancelled, or dropped by the worker: the call ends with its task
+            while not ahead._done.wait(HEARTBEAT_S):  # noqa: SLF001 - the two classes are one mechanism
+                self._control.check()
+                yield _report(ahead._latest, span, text)  # noqa: SLF001
+            self._control.check()
+        except BaseException:  # cancelled, or dropped by the worker: an owned call ends with its task
             self.stop()
             raise
-        return (yield from _outcome(self._box, span, text))
+        return (yield from _outcome(ahead._box, span, text))  # noqa: SLF001
 
 
 def drive(gen: Iterator[Any]) -> tuple[list[Any], Any]:

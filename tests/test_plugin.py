@@ -3,6 +3,7 @@
 import importlib
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -522,3 +523,35 @@ def test_the_quick_answer_of_a_non_local_preview_says_it_is_the_fast_method():
     assert isinstance(infos[0], _denoise.MethodInfo) and infos[0].provisional
     assert "fast wavelet tree for now" in _denoise.format_info(infos[0])
     assert not isinstance(infos[-1], _denoise.MethodInfo) or not infos[-1].provisional
+
+
+def test_a_preview_replaced_while_it_waits_for_the_layers_estimate_leaves_it_running_for_the_next(monkeypatch):
+    """A pan or zoom replaces the preview: the layer's noise estimate, started when the layer was chosen, went
+    down with it and the next preview estimated again. It goes on, and the next preview takes its value."""
+    monkeypatch.delenv(_common.SYNC_ENV)  # the estimate in its thread, as in the widget
+    noisy, _ = _noisy((64, 64))
+    src, params, cache = _source(noisy), _denoise.DenoiseParams(), _common.LruCache()
+    proceed, calls, ended, real = threading.Event(), [], [], restore.estimate_noise
+
+    def held(*args, **kwargs):
+        calls.append(1)
+        proceed.wait(20)
+        est = real(*args, **kwargs)
+        ended.append(1)
+        return est
+
+    monkeypatch.setattr(restore, "estimate_noise", held)
+    _denoise.estimate_ahead(src, params, cache)  # the layer chosen
+    first = _runner.Control()
+    gen = _denoise.preview_task(first, src, (), (0, 64, 0, 64), params, cache)
+    seen = []
+    while not any(isinstance(v, _runner.Output) for v in seen):  # the quick answer, then the wait for the estimate
+        seen.append(next(gen))
+    first.cancel()  # the view moved
+    with pytest.raises(restore.Cancelled):
+        for _ in range(100):
+            next(gen)
+    proceed.set()
+    out, _ = _runner.drive(_denoise.preview_task(_runner.Control(), src, (), (0, 64, 0, 64), params, cache))
+    assert calls == [1] and ended == [1]
+    assert not [v for v in out if isinstance(v, _runner.Output)][-1].value[1].provisional

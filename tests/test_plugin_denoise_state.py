@@ -102,7 +102,7 @@ def test_cancel_stops_the_photon_noise_estimate_itself(started, make_napari_view
         qtbot.waitUntil(running.is_set, timeout=TIMEOUT)
     widget.apply_button.clicked.emit()
     ahead = widget._lam_cache.get(((layer.unique_id, id(layer.data)), "noise", "poisson-gaussian"))
-    qtbot.waitUntil(lambda: running.is_set() and (started == "by the run" or ahead.joined), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: running.is_set() and (started == "by the run" or ahead.adopted), timeout=TIMEOUT)
     cancel(qtbot, widget)
     proceed.set()
     qtbot.waitUntil(lambda: bool(outcome), timeout=TIMEOUT)
