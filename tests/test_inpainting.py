@@ -369,6 +369,22 @@ def test_progress_covers_the_dictionarys_adaptation_and_cancels_in_it(photo, str
     assert max(seen) <= n_learn
 
 
+@pytest.mark.parametrize("where", ["restore-inpaint-learn", "MainThread"])
+def test_an_error_of_the_progress_callback_reaches_the_caller_from_either_thread(photo, strokes, where):
+    # raised in the dictionary's thread, it came out as Cancelled: the caller's own error was lost
+    import threading
+    import time
+
+    def broken(d, t):
+        if threading.current_thread().name.startswith(where) and d >= 2:
+            raise ZeroDivisionError("the caller's bug")
+        time.sleep(0.05)  # a slow callback: the other thread is still at work when this one fails
+
+    with pytest.raises(ZeroDivisionError, match="the caller's bug"):
+        inpaint(photo, strokes, channel_axis=-1, n_train=3000, progress=broken)
+    assert not [t for t in threading.enumerate() if t.name.startswith("restore-inpaint")]
+
+
 def test_the_adaptation_beside_the_interpolation_reports_one_at_a_time_and_cancels(photo, strokes):
     # the dictionary is fitted on a thread of its own while the start is interpolated: the same result, every step
     # counted once, one report at a time, and Cancel from either thread stops both

@@ -290,8 +290,9 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
             if learner is not None:
                 est = learner.result()
                 learned.finish()
-        except BaseException:
+        except BaseException as exc:
             shared.failed = True  # the fit stops at its next step (Cancel, or an error here)
+            shared.reraise(exc)  # a Cancelled that the fit's failed report caused: the fit's error instead
             raise
     # 5. the passes of patch coding refine the luminance of the missing pixels
     t0 = time.perf_counter()

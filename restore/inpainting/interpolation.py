@@ -97,10 +97,20 @@ def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = 
 
 
 class _SharedSteps:
-    """:class:`Steps` reported from several threads: one at a time, and none once one raised (Cancel)."""
+    """:class:`Steps` reported from several threads: one at a time, and none once one raised (Cancel).
+
+    ``error``: what the first report that failed raised (Cancel, or the caller's callback's own error),
+    which the other threads see as :class:`Cancelled`; the caller raises it (:meth:`reraise`).
+    """
 
     def __init__(self, steps: Steps) -> None:
         self.steps, self.lock, self.failed = steps, threading.Lock(), False
+        self.error: BaseException | None = None
+
+    def reraise(self, exc: BaseException) -> None:
+        """Raise the first report's error instead of ``exc``, the :class:`Cancelled` it caused elsewhere."""
+        if isinstance(exc, Cancelled) and self.error is not None and self.error is not exc:
+            raise self.error
 
     def __call__(self, n: int = 1) -> None:
         self._report(lambda: self.steps(n))
@@ -114,8 +124,9 @@ class _SharedSteps:
                 raise Cancelled
             try:
                 report()
-            except BaseException:
+            except BaseException as exc:
                 self.failed = True
+                self.error = exc
                 raise
 
     def counter(self, n_steps: int) -> _Counter:
