@@ -326,12 +326,17 @@ def denoise_plane(control: Control, plane: Any, params: DenoiseParams, rgb: bool
     f0, f1 = span
     mid = f0 + (f1 - f0) * (_choice_share(replace(params, lam_mode=method)) if choice is None else 0.0)
     if choice is None:
+        # the plane's sigma, estimated once: a quick answer's (the rule's) serves SURE's after it, the same values
+        sigma_key = None if key is None or params.sigma is not None else (key, "sigma")
+        sigma = params.sigma if sigma_key is None or cache is None else cache.get(sigma_key)
         choice = yield from control.call(
-            restore.choose_lam, colour, noise="gaussian", sigma=params.sigma, penalty=params.penalty, method=method,
+            restore.choose_lam, colour, noise="gaussian", sigma=sigma, penalty=params.penalty, method=method,
             wavelet=params.wavelet, penalize_approx=params.penalize_approx, channel_axis=channel_axis,
             span=(f0, mid), text=text)
         if cache is not None and full_key is not None:
             cache.set(full_key, choice)
+            if sigma_key is not None:
+                cache.set(sigma_key, list(choice.sigma))
     if params.lam_mode == "manual":
         base, mult = (float(params.lam),) * len(choice.lam), 1.0
     else:

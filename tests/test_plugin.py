@@ -555,3 +555,21 @@ def test_a_preview_replaced_while_it_waits_for_the_layers_estimate_leaves_it_run
     out, _ = _runner.drive(_denoise.preview_task(_runner.Control(), src, (), (0, 64, 0, 64), params, cache))
     assert calls == [1] and ended == [1]
     assert not [v for v in out if isinstance(v, _runner.Output)][-1].value[1].provisional
+
+
+def test_a_previews_final_answer_reads_the_planes_noise_once_and_matches_a_fresh_call(monkeypatch):
+    """The quick answer (the rule's lam) and SURE's final one each estimated the region's sigma: the second,
+    0.06 s of a 1024 x 1024 preview's serial time, read the same value again."""
+    import restore.denoise._noise_model as noise_model
+
+    noisy, _ = _noisy((128, 128))
+    src, params = _source(noisy), _denoise.DenoiseParams(noise="gaussian")
+    calls, real = [], noise_model.gaussian_sigma
+    monkeypatch.setattr(noise_model, "gaussian_sigma", lambda x: (calls.append(1), real(x))[1])
+    seen, _ = _runner.drive(_denoise.preview_task(_runner.Control(), src, (), (0, 128, 0, 128), params,
+                                                  _common.LruCache()))
+    answers = [v.value for v in seen if isinstance(v, _runner.Output)]
+    assert [info.provisional for _, info in answers] == [True, False] and len(calls) == 1
+    fresh, info = _runner.drive(_denoise.denoise_plane(_runner.Control(), noisy, params, False))[1]
+    np.testing.assert_array_equal(answers[-1][0], _common.like_input(fresh, src.dtype))
+    assert answers[-1][1] == info
