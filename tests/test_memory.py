@@ -161,3 +161,23 @@ def test_a_wavelet_tree_holds_no_array_per_coefficient():
 
     held = _held_after(lambda: wavelet_tree((64, 128, 128), "haar", 3) and None)
     assert held < 1e6, f"{held / 1e6:.0f} MB held for a tree of 1 M coefficients"
+
+
+def test_the_wiener_stages_threads_add_a_bounded_memory_whatever_the_number_of_cores(monkeypatch):
+    # its shifts ran one per thread with three plane-sized arrays each: 8 cores held 3.6x one core's peak
+    rng = np.random.default_rng(0)
+    img = 0.5 + 0.1 * rng.standard_normal((1024, 1024))
+    denoise_wavelet_tree(img, sigma=0.1)  # plans and kernels loaded
+
+    def peak(threads):
+        monkeypatch.setenv("RESTORE_NUM_THREADS", str(threads))
+        gc.collect()
+        tracemalloc.start()
+        try:
+            denoise_wavelet_tree(img, sigma=0.1, cycle_spins=8)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    one, many = peak(1), peak(8)
+    assert many - one <= (64 + 8) * 2**20, f"{(many - one) / 2**20:.0f} MB more on 8 threads"

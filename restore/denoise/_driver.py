@@ -175,6 +175,15 @@ class _Budget:
 
 
 _BUDGET = _Budget(BLOCK_MEMORY)
+_BLOCK = threading.local()  # ``on`` while this thread denoises a Dask block (see in_block)
+
+
+def in_block() -> bool:
+    """Whether this thread is denoising a Dask block, beside others, within the budget of :data:`BLOCK_MEMORY`.
+
+    A method then starts no threads of its own: their memory is not in the block's count (``_BYTES_PER_VOXEL``).
+    """
+    return getattr(_BLOCK, "on", False)
 
 
 @functools.cache
@@ -327,12 +336,14 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
 
     def block(b):  # the settings of the whole, whatever the block's size
         with _in_budget(int(np.prod([b.shape[a] for a in sp_axes])), n_axes, photon):
+            _BLOCK.on = True
             try:
                 if block_steps is None:
                     return denoise_units(b, layout, noise, method, None, block=True)
                 with block_steps.block() as report:
                     return denoise_units(b, layout, noise, method, report, block=True)
             finally:
+                _BLOCK.on = False
                 _give_back()
 
     def overlapping(x):

@@ -11,6 +11,7 @@ import numpy as np
 from .._config import default_num_threads
 from .._progress import Steps
 from ..proximal import _free_scratch
+from ._driver import in_block
 from ._transform import _overlap, _Plan, _shifts, _shrink_rows
 
 
@@ -118,9 +119,12 @@ def _denoise_volume(vol: np.ndarray, lam: float, penalty: str, plan: _Plan, pena
 _WIENER_PASSES = (("haar", 0.5), ("db2", 2.0))  # volumes: (wavelet, shifts per cycle spin)
 _WIENER_PASSES_2D = (("db2", 2.0),)  # planes
 _PILOT_SPINS = 0.25  # shifts of the tree pilot per cycle spin when the Wiener stage follows
-# Largest plane (coefficients) whose Wiener shifts run on several threads at once: each thread holds three arrays
-# of the plane's size (32 MB each here, float64); a larger plane's shifts run one at a time, in its caller's memory
-_WIENER_THREADS_MAX_COEFFS = 1 << 22
+# Memory the Wiener stage's extra threads on a plane may hold together (bytes): each holds about
+# _WIENER_THREAD_BYTES a coefficient (its shift's coefficients, pilot, gain, inverse and the transforms' temporaries,
+# float64: tests/test_memory.py measures the whole). A 1024 x 1024 preview region gets two threads; a plane of over
+# 1.6 M coefficients (and a Dask block, see in_block) runs its shifts one at a time, in the memory its caller counts
+_WIENER_THREADS_BYTES = 1 << 26
+_WIENER_THREAD_BYTES = 40
 
 
 # Shifts of the last Wiener pass on volumes, at least: its second shift, by one sample along every axis, gives even
@@ -182,9 +186,10 @@ def _wiener_plane(plane: np.ndarray, pilot: np.ndarray, sigma: float, plan: _Pla
     if len(plan.shape) == 3:
         return _wiener_volume(plane, pilot, s2, plan, shifts, step, var_map, var_factor)
 
-    def filtered(s: tuple[int, ...]) -> np.ndarray:
+    def filtered(s: tuple[int, ...], halfway=lambda: None) -> np.ndarray:
         c = plan.forward(plane, s)
         p = plan.forward(pilot, s)
+        halfway()
         p *= p
         if var_map is not None:
             v = plan.coeff_var(var_map, s, var_factor)
@@ -198,14 +203,17 @@ def _wiener_plane(plane: np.ndarray, pilot: np.ndarray, sigma: float, plan: _Pla
         return plan.inverse(c, s)
 
     # the shifts in groups of one per thread (PyWavelets releases the GIL), summed in their order: the same values
-    k = min(default_num_threads(), len(shifts)) if plan.n_coeffs <= _WIENER_THREADS_MAX_COEFFS else 1
+    extra = _WIENER_THREADS_BYTES // (_WIENER_THREAD_BYTES * plan.n_coeffs)
+    k = 1 if in_block() else max(1, min(default_num_threads(), len(shifts), 1 + extra))
     acc = None
     with ThreadPoolExecutor(k, thread_name_prefix="restore-wiener") if k > 1 else nullcontext() as pool:
         for i in range(0, len(shifts), k):
             group = shifts[i:i + k]
-            for rec in (pool.map(filtered, group) if pool is not None else map(filtered, group)):
+            # reports from this thread only: halfway through each shift when it runs here, else after it
+            for rec in (pool.map(filtered, group) if pool is not None else (filtered(s, step) for s in group)):
                 acc = rec if acc is None else acc + rec
-                step()
+                if pool is not None:
+                    step()
                 step()
     return acc / len(shifts) if len(shifts) > 1 else acc
 
