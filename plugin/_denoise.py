@@ -549,7 +549,7 @@ def _start_estimate(control: Control, source: Source, params: DenoiseParams, cac
     """
     ahead = cache.get((source.key, "noise", params.noise)) if cache is not None else None
     if isinstance(ahead, Ahead) and ahead.joinable:
-        return ahead.join(control, own=own)
+        return ahead.join(control, own=own, again=lambda: control.start(_estimate_noise, source, params))
     return control.start(_estimate_noise, source, params)
 
 
@@ -1374,6 +1374,7 @@ class DenoiseWidget(RestoreWidget):
 
     def _on_data_changed(self, *_: Any) -> None:
         self._lam_cache.clear()
+        self._estimate_ahead()  # the new data's (the old data's estimate, if it runs, is stopped)
         self._volumes.clear()
         self._preview_shown = None
         self._schedule_preview()

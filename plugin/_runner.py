@@ -228,7 +228,8 @@ class Ahead:
             try:
                 self._box["value"] = fn(*args, progress=progress, **kwargs)
             except BaseException as exc:  # noqa: BLE001 - handed to the tasks that join
-                self._box["error"] = exc
+                # without its traceback: kept in the widget's cache, its frames would keep the layer's data alive
+                self._box["error"] = exc.with_traceback(None)
             finally:
                 self._done.set()
 
@@ -252,18 +253,21 @@ class Ahead:
         """Whether a task owns it (:meth:`join` with ``own``)."""
         return self._owner is not None
 
-    def join(self, control: Control, *, own: bool = True) -> Joined:
-        """Wait for it in ``control``'s task as for a :class:`Pending`; with ``own``, the task adopts it."""
+    def join(self, control: Control, *, own: bool = True, again: Callable[[], Pending] | None = None) -> Joined:
+        """Wait for it in ``control``'s task as for a :class:`Pending`; with ``own``, the task adopts it.
+
+        ``again``: a task that does not own it starts the call anew this way when its owner stopped it.
+        """
         if own:
             self._owner = control
-        return Joined(self, control, own)
+        return Joined(self, control, own, again)
 
 
 class Joined:
     """A task's wait for an :class:`Ahead` (:meth:`Ahead.join`), with a :class:`Pending`'s ``wait`` and ``stop``."""
 
-    def __init__(self, ahead: Ahead, control: Control, own: bool) -> None:
-        self._ahead, self._control, self._own = ahead, control, own
+    def __init__(self, ahead: Ahead, control: Control, own: bool, again: Callable[[], Pending] | None) -> None:
+        self._ahead, self._control, self._own, self._again = ahead, control, own, again
 
     def stop(self) -> None:
         """End the call if the task owns it."""
@@ -281,6 +285,11 @@ class Joined:
         except BaseException:  # cancelled, or dropped by the worker: an owned call ends with its task
             self.stop()
             raise
+        from restore import Cancelled
+
+        if not self._own and self._again is not None and isinstance(ahead._box.get("error"), Cancelled):  # noqa: SLF001
+            # stopped by the task that owned it (its Cancel), not by this one: this task's own call
+            return (yield from self._again().wait(span=span, text=text))
         return (yield from _outcome(ahead._box, span, text))  # noqa: SLF001
 
 

@@ -33,5 +33,5 @@ def cancel(qtbot, widget, timeout=TIMEOUT):
 
 
 def library_threads():
-    """The plugin's threads still running a library call (named by ``Control.call``)."""
-    return [t for t in threading.enumerate() if t.name == "restore-call"]
+    """The plugin's threads still running a library call (``Control.call``'s, and a noise estimate started ahead)."""
+    return [t for t in threading.enumerate() if t.name in ("restore-call", "restore-ahead")]

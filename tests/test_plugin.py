@@ -573,3 +573,56 @@ def test_a_previews_final_answer_reads_the_planes_noise_once_and_matches_a_fresh
     fresh, info = _runner.drive(_denoise.denoise_plane(_runner.Control(), noisy, params, False))[1]
     np.testing.assert_array_equal(answers[-1][0], _common.like_input(fresh, src.dtype))
     assert answers[-1][1] == info
+
+
+def test_a_preview_waiting_for_an_estimate_that_a_cancelled_apply_stopped_estimates_on_its_own(monkeypatch):
+    """Apply adopts the layer's estimate started ahead, and its Cancel stops it: a preview waiting for the same
+    estimate ended as cancelled too (silently, stuck on its provisional answer). It now estimates on its own."""
+    monkeypatch.delenv(_common.SYNC_ENV)  # the estimate in its thread, as in the widget
+    noisy, _ = _noisy((64, 64))
+    src, params, cache = _source(noisy), _denoise.DenoiseParams(), _common.LruCache()
+    proceed, calls, real = threading.Event(), [], restore.estimate_noise
+
+    def held(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            proceed.wait(20)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(restore, "estimate_noise", held)
+    _denoise.estimate_ahead(src, params, cache)  # the layer chosen
+    preview = _denoise.preview_task(_runner.Control(), src, (), (0, 64, 0, 64), params, cache)
+    seen = []
+    while not any(isinstance(v, _runner.Output) for v in seen):  # the quick answer: now it waits
+        seen.append(next(preview))
+    apply = _runner.Control()
+    _denoise._start_estimate(apply, src, params, cache)  # Apply adopts it...
+    apply.cancel()  # ... and is cancelled
+    proceed.set()
+    seen += list(preview)
+    answers = [v.value for v in seen if isinstance(v, _runner.Output)]
+    assert not answers[-1][1].provisional and len(calls) == 2
+
+
+def test_a_stopped_estimate_kept_in_the_cache_does_not_keep_the_layers_data():
+    import gc
+    import tracemalloc
+
+    cache = _common.LruCache()
+    tracemalloc.start()
+    try:
+        noisy = np.random.default_rng(0).random((2048, 2048), dtype=np.float32)  # 16 MB
+        src = _source(noisy)
+        _denoise.estimate_ahead(src, _denoise.DenoiseParams(), cache)
+        ahead = cache.get((src.key, "noise", "auto"))
+        ahead.stop()
+        deadline = time.monotonic() + 30
+        while any(t.name == "restore-ahead" for t in threading.enumerate()) and time.monotonic() < deadline:
+            time.sleep(0.01)  # its thread ends at its next progress report
+        before = tracemalloc.get_traced_memory()[0]
+        del noisy, src, ahead
+        gc.collect()
+        freed = before - tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert freed >= 15 * 2**20, f"{freed / 2**20:.0f} MB freed"
