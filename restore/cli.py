@@ -743,19 +743,28 @@ class _Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
+#: A stop signal this long (s) after the "still cleaning up" notice ends the process at once, cleanup or not; those
+#: sooner (a terminal's and ``timeout``'s, both at once; a key held down) wait for the cleanup as the second does.
+_FORCE_AFTER_S = 0.5
+
+
 class _Signals:
     """The command's stop signals: the first stops the work; those that follow wait until its cleanup is done.
 
     The first SIGINT raises ``KeyboardInterrupt`` (SIGTERM or SIGHUP :class:`_Terminated`), which unwinds the work
     through ``finally`` blocks that remove our partial files and re-take locks that threads hold. A second one
     raised in there would leave a temporary file behind, or break a lock into a traceback: it is noted instead,
-    and the process ends at once when the cleanup is over (:func:`_main`).
+    with a notice that the cleanup runs, and the command's process ends at once when the cleanup is over
+    (:func:`main`). One more, :data:`_FORCE_AFTER_S` after the notice, cuts a long cleanup short (a cluster's
+    tasks awaited): the process ends at once (a caller's ``main([...])``: ``KeyboardInterrupt``).
     """
 
     caught = ("SIGINT", "SIGTERM", "SIGHUP")
 
     def __init__(self) -> None:
         self.again = False
+        self.noticed: float | None = None
+        self.process = False  # the command's own process (see main)
         self.previous: dict[int, Any] = {}
 
     def install(self) -> None:
@@ -783,7 +792,20 @@ class _Signals:
         raise _Terminated(signum)
 
     def _again(self, signum: int, frame: Any) -> None:
+        import signal
+        import time
+
         self.again = True
+        now = time.monotonic()
+        if self.noticed is None:
+            self.noticed = now
+            if signum == signal.SIGINT:  # (os.write: a handler may run inside a print to stderr)
+                os.write(2, b"\nstill cleaning up: press Ctrl-C again to quit at once\n")
+        elif now - self.noticed >= _FORCE_AFTER_S:
+            if not self.process:
+                raise KeyboardInterrupt
+            os.write(2, b"interrupted: cleanup cut short, a partial output may remain\n")
+            _exit_now(130 if signum == signal.SIGINT else 128 + signum)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -795,7 +817,7 @@ def main(argv: list[str] | None = None) -> int:
         signals.install()
     # the process's own command (not a caller's ``main([...])``): a Ctrl-C after an interrupted run's message,
     # while the interpreter's exit joins the library's threads (a chunk of work each), ends the process at once
-    process = argv is None and bool(signals.previous)
+    process = signals.process = argv is None and bool(signals.previous)
     interrupted = False
     try:
         return _main(argv)
@@ -813,7 +835,8 @@ def _end_interrupted(signals: _Signals, process: bool, code: int) -> int:
     import signal
 
     if process:
-        signal.signal(signal.SIGINT, _exit_interrupted)
+        if signal.SIGINT in signals.previous:  # (one ignored from the start, as in a background job, stays so)
+            signal.signal(signal.SIGINT, _exit_interrupted)
         if signals.again:  # the user asked twice: the cleanup is done, nothing more to wait for
             _exit_now(code)
     return code

@@ -384,7 +384,8 @@ def test_a_second_ctrl_c_during_the_cleanup_lets_it_finish_then_exits_at_once(tm
     _, err = proc.communicate(timeout=60)
     assert (tmp_path / "cleaned").exists()
     assert proc.returncode == 130 and "Traceback" not in err, err
-    assert len(err.strip().splitlines()) == 1 and "interrupted" in err
+    assert [line for line in err.splitlines() if line] == ["still cleaning up: press Ctrl-C again to quit at once",
+                                                           "interrupted: nothing written"], err
 
 
 def test_a_command_started_under_nohup_keeps_running_when_the_terminal_closes(tmp_path):
@@ -408,3 +409,99 @@ def test_a_command_started_under_nohup_keeps_running_when_the_terminal_closes(tm
     """))
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "finished", proc.stderr
+
+
+def _run_script(tmp_path, body, timeout=60):
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(body))
+    return subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def test_ctrl_c_again_after_the_cleanup_notice_cuts_a_long_cleanup_short(tmp_path):
+    # a cluster's running tasks are awaited up to two minutes in the cleanup: a second Ctrl-C only waited for it,
+    # and so did every later one
+    marks = tmp_path
+    proc = _run_script(tmp_path, f"""
+        import pathlib, sys, time
+        import restore.cli as cli
+        marks = pathlib.Path({str(marks)!r})
+
+        def slow(args):
+            (marks / "started").touch()
+            try:
+                time.sleep(60)
+            finally:
+                (marks / "cleaning").touch()
+                time.sleep(30)
+
+        cli.cmd_learn = slow
+        sys.argv = ["restore", "learn", "in.png", "--out", "d.npz"]
+        sys.exit(cli.console())
+    """)
+
+    def wait_for(name):
+        deadline = time.monotonic() + 60
+        while not (marks / name).exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+
+    wait_for("started")
+    proc.send_signal(signal.SIGINT)
+    wait_for("cleaning")
+    proc.send_signal(signal.SIGINT)  # the notice
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)  # at once after it (a key held, two senders): still waits
+    time.sleep(1.0)
+    assert proc.poll() is None
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)  # a second after it: at once
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 5 and proc.returncode == 130 and "Traceback" not in err, err
+    assert "press Ctrl-C again to quit at once" in err and "cleanup cut short" in err
+
+
+def test_sigterm_while_evaluate_spawns_leaves_the_cleanup_safe_from_a_ctrl_c(tmp_path):
+    # evaluate holds Ctrl-C back while it spawns its processes and put the command's first-signal handler back
+    # afterwards, though SIGTERM had meanwhile begun the cleanup: a Ctrl-C then broke the cleanup
+    marks = tmp_path
+    proc = _run_script(tmp_path, f"""
+        import os, pathlib, signal, sys, time
+        import restore.cli as cli
+        from restore.evaluate.runner import _sigint_deferred
+        marks = pathlib.Path({str(marks)!r})
+
+        def work(args):
+            try:
+                with _sigint_deferred():  # as evaluate spawns its worker processes
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    time.sleep(0.2)
+            finally:
+                os.kill(os.getpid(), signal.SIGINT)  # during the cleanup
+                time.sleep(0.3)
+                (marks / "cleaned").touch()
+
+        cli.cmd_learn = work
+        sys.argv = ["restore", "learn", "in.png", "--out", "d.npz"]
+        sys.exit(cli.console())
+    """)
+    _, err = proc.communicate(timeout=60)
+    assert (marks / "cleaned").exists() and proc.returncode == 143 and "Traceback" not in err, err
+
+
+def test_a_background_commands_ignored_ctrl_c_stays_ignored_after_a_sigterm(tmp_path):
+    proc = _run_script(tmp_path, """
+        import os, signal, sys
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a shell starts a background job
+        import restore.cli as cli
+
+        def work(args):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        cli.cmd_learn = work
+        sys.argv = ["restore", "learn", "in.png", "--out", "d.npz"]
+        rc = cli.main()
+        print(rc, signal.getsignal(signal.SIGINT) is signal.SIG_IGN)
+    """)
+    out, err = proc.communicate(timeout=60)
+    assert out.split() == ["143", "True"], err

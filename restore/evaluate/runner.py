@@ -443,15 +443,20 @@ def _sigint_deferred() -> Iterator[None]:
     """
     caught: list[int] = []
     previous = signal.getsignal(signal.SIGINT) if _main_thread() else None
+
+    def record(signum: int, frame: Any) -> None:
+        caught.append(signum)
+
     if previous is not None:  # None: a handler not set from Python, which Python could not put back
-        signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+        signal.signal(signal.SIGINT, record)
     blocked = _sigmask(signal.SIG_BLOCK)
     try:
         yield
     finally:
         if not blocked:
             _sigmask(signal.SIG_UNBLOCK)  # a SIGINT pending on this thread is recorded now
-        if previous is not None:
+        # put back unless replaced meanwhile (the command's SIGTERM handler sets the one of its cleanup)
+        if previous is not None and signal.getsignal(signal.SIGINT) is record:
             signal.signal(signal.SIGINT, previous)
             if caught and callable(previous):
                 previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt
