@@ -181,6 +181,16 @@ class Pending:
         return (yield from _outcome(self._box, span, text))
 
 
+def _copied(exc: BaseException) -> BaseException:
+    """A copy of ``exc`` without its traceback (``exc`` itself, if it cannot be copied)."""
+    import copy
+
+    try:
+        return copy.copy(exc).with_traceback(None)
+    except Exception:  # noqa: BLE001 - an exception type whose constructor wants other arguments
+        return exc
+
+
 def _report(latest: tuple[int, int] | None, span: tuple[float, float], text: str) -> Progress | None:
     """A call's latest ``(done, total)`` as its task's progress on ``span``; None (a heartbeat) before any."""
     if latest is None:
@@ -287,9 +297,13 @@ class Joined:
             raise
         from restore import Cancelled
 
-        if not self._own and self._again is not None and isinstance(ahead._box.get("error"), Cancelled):  # noqa: SLF001
-            # stopped by the task that owned it (its Cancel), not by this one: this task's own call
+        error = ahead._box.get("error")  # noqa: SLF001
+        if not self._own and self._again is not None and isinstance(error, Cancelled):
+            # stopped by the task that owned it (its Cancel), or by the widget, not by this one: its own call
             return (yield from self._again().wait(span=span, text=text))
+        if error is not None:
+            # a copy: raised, the kept one would take this task's frames (and their data) into the cache
+            raise _copied(error)
         return (yield from _outcome(ahead._box, span, text))  # noqa: SLF001
 
 

@@ -797,15 +797,19 @@ class _Signals:
 
         self.again = True
         now = time.monotonic()
+        # nothing here may raise into the cleanup: os.write (a handler may run inside a print to stderr), errors
+        # of a closed stderr (a pipe whose reader the same Ctrl-C ended) ignored, and no flush before os._exit
         if self.noticed is None:
             self.noticed = now
-            if signum == signal.SIGINT:  # (os.write: a handler may run inside a print to stderr)
-                os.write(2, b"\nstill cleaning up: press Ctrl-C again to quit at once\n")
+            if signum == signal.SIGINT:
+                with contextlib.suppress(OSError):
+                    os.write(2, b"\nstill cleaning up: press Ctrl-C again to quit at once\n")
         elif now - self.noticed >= _FORCE_AFTER_S:
             if not self.process:
                 raise KeyboardInterrupt
-            os.write(2, b"interrupted: cleanup cut short, a partial output may remain\n")
-            _exit_now(130 if signum == signal.SIGINT else 128 + signum)
+            with contextlib.suppress(OSError):
+                os.write(2, b"interrupted: cleanup cut short, a partial output may remain\n")
+            os._exit(130 if signum == signal.SIGINT else 128 + signum)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -855,8 +859,9 @@ def console() -> int:
 
 
 def _exit_now(code: int) -> None:
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, RuntimeError, ValueError):  # closed, or a print the signal interrupted
+            stream.flush()
     os._exit(code)
 
 
@@ -883,7 +888,8 @@ def _main(argv: list[str] | None) -> int:
             raise SystemExit(f"error: {text}") from None
     except KeyboardInterrupt:
         message = _INTERRUPTED.get(getattr(args, "command", None), "interrupted: nothing written")
-        print("\n" + message.format(out=getattr(args, "out", "")), file=sys.stderr)
+        with contextlib.suppress(OSError):  # stderr gone (a pipe whose reader the same Ctrl-C ended)
+            print("\n" + message.format(out=getattr(args, "out", "")), file=sys.stderr)
         raise
 
 

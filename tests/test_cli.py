@@ -505,3 +505,37 @@ def test_a_background_commands_ignored_ctrl_c_stays_ignored_after_a_sigterm(tmp_
     """)
     out, err = proc.communicate(timeout=60)
     assert out.split() == ["143", "True"], err
+
+
+def test_a_second_ctrl_c_with_stderr_gone_lets_the_cleanup_finish(tmp_path):
+    # `restore ... 2>&1 | tee log`: the Ctrl-C ends tee too, and the notice's write raised into the cleanup
+    marks = tmp_path
+    proc = _run_script(tmp_path, f"""
+        import pathlib, sys, time
+        import restore.cli as cli
+        marks = pathlib.Path({str(marks)!r})
+
+        def slow(args):
+            (marks / "started").touch()
+            try:
+                time.sleep(60)
+            finally:
+                (marks / "cleaning").touch()
+                time.sleep(1.0)
+                (marks / "cleaned").touch()
+
+        cli.cmd_learn = slow
+        sys.argv = ["restore", "learn", "in.png", "--out", "d.npz"]
+        sys.exit(cli.console())
+    """)
+    deadline = time.monotonic() + 60
+    while not (marks / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    while not (marks / "cleaning").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.stderr.close()  # the reader is gone
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    proc.stdout.close()
+    assert (marks / "cleaned").exists() and proc.returncode == 130

@@ -626,3 +626,37 @@ def test_a_stopped_estimate_kept_in_the_cache_does_not_keep_the_layers_data():
     finally:
         tracemalloc.stop()
     assert freed >= 15 * 2**20, f"{freed / 2**20:.0f} MB freed"
+
+
+def test_an_estimate_that_failed_stays_free_of_the_frames_of_the_tasks_it_failed(monkeypatch):
+    # raised to a task that waits for it, the kept error took that task's frames, and their data, into the cache
+    import gc
+    import tracemalloc
+
+    monkeypatch.delenv(_common.SYNC_ENV)
+    noisy, _ = _noisy((64, 64))
+    src, params, cache = _source(noisy), _denoise.DenoiseParams(), _common.LruCache()
+
+    def broken(*args, **kwargs):
+        raise ValueError("a read error")
+
+    monkeypatch.setattr(restore, "estimate_noise", broken)
+    _denoise.estimate_ahead(src, params, cache)
+    ahead = cache.get((src.key, "noise", "auto"))
+    deadline = time.monotonic() + 30
+    while any(t.name == "restore-ahead" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    tracemalloc.start()
+    try:
+        def task():
+            big = np.ones(4 * 2**20)  # 32 MB in the waiting task's frame
+            yield from ahead.join(_runner.Control(), own=False).wait()
+            return big
+
+        with pytest.raises(ValueError, match="a read error"):
+            _runner.drive(task())
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert held < 8 * 2**20, f"{held / 2**20:.0f} MB still held"

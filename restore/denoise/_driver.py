@@ -178,6 +178,21 @@ _BUDGET = _Budget(BLOCK_MEMORY)
 _BLOCK = threading.local()  # ``on`` while this thread denoises a Dask block (see in_block)
 
 
+@contextlib.contextmanager
+def _in_a_block():
+    """Mark this thread as denoising a Dask block (:func:`in_block`).
+
+    Module-level (as :func:`_in_budget`): a block sent to a cluster's worker refers to it by name and sets the
+    worker's own flag, where a closure would carry a copy of the flag, which cannot be pickled.
+    """
+    before = getattr(_BLOCK, "on", False)
+    _BLOCK.on = True
+    try:
+        yield
+    finally:
+        _BLOCK.on = before
+
+
 def in_block() -> bool:
     """Whether this thread is denoising a Dask block, beside others, within the budget of :data:`BLOCK_MEMORY`.
 
@@ -335,15 +350,13 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
     dtype = output_dtype(arr.dtype)
 
     def block(b):  # the settings of the whole, whatever the block's size
-        with _in_budget(int(np.prod([b.shape[a] for a in sp_axes])), n_axes, photon):
-            _BLOCK.on = True
+        with _in_budget(int(np.prod([b.shape[a] for a in sp_axes])), n_axes, photon), _in_a_block():
             try:
                 if block_steps is None:
                     return denoise_units(b, layout, noise, method, None, block=True)
                 with block_steps.block() as report:
                     return denoise_units(b, layout, noise, method, report, block=True)
             finally:
-                _BLOCK.on = False
                 _give_back()
 
     def overlapping(x):
