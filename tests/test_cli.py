@@ -349,34 +349,7 @@ def test_a_second_ctrl_c_during_the_cleanup_lets_it_finish_then_exits_at_once(tm
     # the first Ctrl-C unwinds the work, whose `finally` blocks remove our partial files (and re-take locks that
     # threads hold): a second one raised in there left a temporary file behind, or a "release unlocked lock"
     # traceback; it now waits for the cleanup, then ends the process
-    script = tmp_path / "slow.py"
-    script.write_text(textwrap.dedent(f"""
-        import pathlib, sys, time
-        import restore.cli as cli
-        marks = pathlib.Path({str(tmp_path)!r})
-
-        def slow(args):
-            (marks / "started").touch()
-            try:
-                time.sleep(60)
-            finally:
-                (marks / "cleaning").touch()
-                time.sleep(1.0)
-                (marks / "cleaned").touch()
-
-        cli.cmd_learn = slow
-        sys.argv = ["restore", "learn", "in.png", "--out", "d.npz"]
-        sys.exit(cli.console())
-    """))
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-
-    def wait_for(name):
-        deadline = time.monotonic() + 60
-        while not (tmp_path / name).exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.01)
-
+    proc, wait_for = _slow_command(tmp_path, cleanup_s=1.0)
     wait_for("started")
     proc.send_signal(signal.SIGINT)
     wait_for("cleaning")
@@ -411,21 +384,20 @@ def test_a_command_started_under_nohup_keeps_running_when_the_terminal_closes(tm
     assert proc.returncode == 0 and proc.stdout.strip() == "finished", proc.stderr
 
 
-def _run_script(tmp_path, body, timeout=60):
+def _run_script(tmp_path, body):
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(body))
     return subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 
 
-def test_ctrl_c_again_after_the_cleanup_notice_cuts_a_long_cleanup_short(tmp_path):
-    # a cluster's running tasks are awaited up to two minutes in the cleanup: a second Ctrl-C only waited for it,
-    # and so did every later one
-    marks = tmp_path
+def _slow_command(tmp_path, cleanup_s):
+    """The command, its work a long wait whose cleanup takes ``cleanup_s``; and a wait for its marks in
+    ``tmp_path``: "started", "cleaning", "cleaned"."""
     proc = _run_script(tmp_path, f"""
         import pathlib, sys, time
         import restore.cli as cli
-        marks = pathlib.Path({str(marks)!r})
+        marks = pathlib.Path({str(tmp_path)!r})
 
         def slow(args):
             (marks / "started").touch()
@@ -433,7 +405,8 @@ def test_ctrl_c_again_after_the_cleanup_notice_cuts_a_long_cleanup_short(tmp_pat
                 time.sleep(60)
             finally:
                 (marks / "cleaning").touch()
-                time.sleep(30)
+                time.sleep({cleanup_s})
+                (marks / "cleaned").touch()
 
         cli.cmd_learn = slow
         sys.argv = ["restore", "learn", "in.png", "--out", "d.npz"]
@@ -442,10 +415,17 @@ def test_ctrl_c_again_after_the_cleanup_notice_cuts_a_long_cleanup_short(tmp_pat
 
     def wait_for(name):
         deadline = time.monotonic() + 60
-        while not (marks / name).exists():
+        while not (tmp_path / name).exists():
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.01)
 
+    return proc, wait_for
+
+
+def test_ctrl_c_again_after_the_cleanup_notice_cuts_a_long_cleanup_short(tmp_path):
+    # a cluster's running tasks are awaited up to two minutes in the cleanup: a second Ctrl-C only waited for it,
+    # and so did every later one
+    proc, wait_for = _slow_command(tmp_path, cleanup_s=30)
     wait_for("started")
     proc.send_signal(signal.SIGINT)
     wait_for("cleaning")
@@ -509,33 +489,12 @@ def test_a_background_commands_ignored_ctrl_c_stays_ignored_after_a_sigterm(tmp_
 
 def test_a_second_ctrl_c_with_stderr_gone_lets_the_cleanup_finish(tmp_path):
     # `restore ... 2>&1 | tee log`: the Ctrl-C ends tee too, and the notice's write raised into the cleanup
-    marks = tmp_path
-    proc = _run_script(tmp_path, f"""
-        import pathlib, sys, time
-        import restore.cli as cli
-        marks = pathlib.Path({str(marks)!r})
-
-        def slow(args):
-            (marks / "started").touch()
-            try:
-                time.sleep(60)
-            finally:
-                (marks / "cleaning").touch()
-                time.sleep(1.0)
-                (marks / "cleaned").touch()
-
-        cli.cmd_learn = slow
-        sys.argv = ["restore", "learn", "in.png", "--out", "d.npz"]
-        sys.exit(cli.console())
-    """)
-    deadline = time.monotonic() + 60
-    while not (marks / "started").exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    proc, wait_for = _slow_command(tmp_path, cleanup_s=1.0)
+    wait_for("started")
     proc.send_signal(signal.SIGINT)
-    while not (marks / "cleaning").exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for("cleaning")
     proc.stderr.close()  # the reader is gone
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=60)
     proc.stdout.close()
-    assert (marks / "cleaned").exists() and proc.returncode == 130
+    assert (tmp_path / "cleaned").exists() and proc.returncode == 130
