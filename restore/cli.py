@@ -821,24 +821,24 @@ def main(argv: list[str] | None = None) -> int:
         signals.install()
     # the process's own command (not a caller's ``main([...])``): a Ctrl-C after an interrupted run's message,
     # while the interpreter's exit joins the library's threads (a chunk of work each), ends the process at once
-    process = signals.process = argv is None and bool(signals.previous)
+    signals.process = argv is None and bool(signals.previous)
     interrupted = False
     try:
         return _main(argv)
     except _Terminated as exc:
         interrupted = True
-        return _end_interrupted(signals, process, 128 + exc.signum)
+        return _end_interrupted(signals, 128 + exc.signum)
     except KeyboardInterrupt:  # raised by _main once its message is printed
         interrupted = True
-        return _end_interrupted(signals, process, 130)
+        return _end_interrupted(signals, 130)
     finally:
-        signals.restore(keep_sigint=process and interrupted)
+        signals.restore(keep_sigint=signals.process and interrupted)
 
 
-def _end_interrupted(signals: _Signals, process: bool, code: int) -> int:
+def _end_interrupted(signals: _Signals, code: int) -> int:
     import signal
 
-    if process:
+    if signals.process:
         if signal.SIGINT in signals.previous:  # (one ignored from the start, as in a background job, stays so)
             signal.signal(signal.SIGINT, _exit_interrupted)
         if signals.again:  # the user asked twice: the cleanup is done, nothing more to wait for

@@ -204,7 +204,7 @@ def _wiener_plane(plane: np.ndarray, pilot: np.ndarray, sigma: float, plan: _Pla
 
     # the shifts in groups of one per thread (PyWavelets releases the GIL), summed in their order: the same values
     extra = _WIENER_THREADS_BYTES // (_WIENER_THREAD_BYTES * plan.n_coeffs)
-    k = 1 if in_block() else max(1, min(default_num_threads(), len(shifts), 1 + extra))
+    k = 1 if in_block() else min(default_num_threads(), len(shifts), 1 + extra)
     acc = None
     with ThreadPoolExecutor(k, thread_name_prefix="restore-wiener") if k > 1 else nullcontext() as pool:
         for i in range(0, len(shifts), k):
