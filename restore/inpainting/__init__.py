@@ -37,7 +37,7 @@ from .interpolation import _SharedSteps, bands, biharmonic_fill, known_range, re
 from .masks import MaskCoverage, SuspectMaskWarning, mask_coverage
 from .patches import Coder, luminance, pass_batch, pass_grids, refine_luminance, window_sums
 from .prior import iterate_prior, prior_side, prior_steps, wants_prior
-from .validation import _CLUSTERED, Blend, best_blend, clustering, holdout
+from .validation import _CLUSTERED, Blend, best_blend, choose_blend, clustering, held_pieces, holdout
 
 __all__ = ["MaskCoverage", "SuspectMaskWarning", "default_dictionary", "inpaint", "learn_dictionary",
            "mask_coverage"]
@@ -376,8 +376,10 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
         if dense:
             values = values + _prior_change(job, run, values, peak, steps)
         return job.result(values[M.reshape(-1)[run_idx]].astype(job.image.dtype, copy=False))
-    # the refinements' changes, weighted as they fit the held-out pixels best, added to the interpolant of every
-    # known pixel (its solve starts from the run's: a few iterations)
+    # the refinements' changes, weighted as the held-out pixels support, added to the interpolant of every known
+    # pixel (its solve starts from the run's: a few iterations)
+    chosen = values[rows] if second is None else values[rows] + nonlocal_change[rows]
+    blend = choose_blend(target, interpolant[rows], values[rows], chosen, held_pieces(held, M.shape))
     log.info("refinements kept: %.2f of the dictionary's, %.2f of the non-local passes'", blend.a, blend.b)
     change = blend.a * (values - interpolant) + blend.b * nonlocal_change
     if dense:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Blend", "best_blend", "holdout"]
+__all__ = ["Blend", "best_blend", "choose_blend", "held_pieces", "holdout"]
 
 # held-out pixels, as a share of the known ones: enough to measure tenths of a dB on a 128 x 128 crop of random loss,
 # few enough that the stages hardly miss them (twice as many lost more on textures than the decision gained)
@@ -34,6 +34,9 @@ _HOLDOUT_MOST_PIECES = 1 / 100
 _CLUSTERED = 0.5  # masks clustered beyond this (see clustering) are held out in pieces; less, pixel by pixel
 _HOLDOUT_MIN = 64  # held-out pixels under which the decision is noise: the full recipe then, undamped
 _HOLDOUT_MAX = 65_536  # held-out pixels beyond which the decision's error hardly changes (16 MP photos)
+# standard errors (over the held-out pieces) by which a damped blend must fit them better than the dictionary's full
+# change: a text mask holds out a few dozen strokes, and one that crosses an edge can outweigh all the others
+_BLEND_EVIDENCE = 2.0
 
 
 def clustering(missing: np.ndarray) -> float:
@@ -121,3 +124,43 @@ def best_blend(target: np.ndarray, start: np.ndarray, first: np.ndarray, second:
             pairs.append((float(a), float(b)))
     a, b = min(pairs, key=lambda ab: err(*ab))
     return Blend(a, b, max(err(a, b), 0.0) / max(r.size, 1))
+
+
+def held_pieces(held: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """The piece (8-connected, numbered from 0) of each held-out pixel, ``held`` the flat indices of :func:`holdout`."""
+    from scipy import ndimage
+
+    out = np.zeros(shape, dtype=bool)
+    out.reshape(-1)[held] = True
+    labels, _ = ndimage.label(out, structure=np.ones((3, 3), dtype=bool))
+    return labels.reshape(-1)[held] - 1
+
+
+def choose_blend(target: np.ndarray, start: np.ndarray, first: np.ndarray, second: np.ndarray,
+                 piece: np.ndarray) -> Blend:
+    """The blend of the refinements' changes that the held-out pixels support: damped only on evidence.
+
+    The default is the first change in full (``a = 1``), with the weight
+    ``b`` of the second that fits best. The blend of :func:`best_blend`
+    replaces it only when it fits the held-out pixels better by more than
+    ``_BLEND_EVIDENCE`` standard errors of the difference, the pieces
+    (``piece``: each pixel's, as :func:`held_pieces`) taken as the
+    independent samples: errors on strokes come in pieces, and one piece
+    across an edge can weigh more than all the others.
+    Arrays as in :func:`best_blend`, their first axis the pixels.
+    """
+    best = best_blend(target, start, first, second)
+    with_b = best_blend(target, first, second, second)  # a = 1: only the second change's weight is free
+    full = Blend(1.0, with_b.a, with_b.mse)
+    if best.a >= 1.0:
+        return best
+    n = int(piece.max()) + 1 if piece.size else 0
+    if n < 2:
+        return full
+
+    def sse(blend: Blend) -> np.ndarray:
+        err = np.asarray(target, dtype=np.float64) - blend.apply(start, first, second)
+        return np.bincount(piece, (err * err).reshape(len(piece), -1).sum(axis=1), n)
+
+    gain = sse(full) - sse(best)
+    return best if gain.sum() > _BLEND_EVIDENCE * np.sqrt(n) * gain.std(ddof=1) else full
