@@ -97,7 +97,9 @@ def inpaint(
     like the missing ones (see :mod:`.validation`): where the patches find
     no structure (smooth photos, stochastic texture) the result falls back
     towards the biharmonic interpolant of all known pixels, to which the
-    kept changes are added. Under heavy random loss the recipe ends with
+    kept changes are added. The passes' change is kept whole unless the
+    held-out pieces (strokes, or pixels) agree that less of it fits them
+    better: one stroke across an edge does not decide for all the others. Under heavy random loss the recipe ends with
     the library's non-local denoiser iterated as a prior (see ``prior``),
     its change weighed on the held-out pixels too. Known pixels are returned bit for bit; holes wider than a patch are
     filled by the interpolant and refined by the patches inside them.
