@@ -517,3 +517,15 @@ def test_hole_fill_stays_in_the_known_range():
     out = inpaint(img, hole, channel_axis=-1)
     lo, hi = img[~hole].min(axis=0), img[~hole].max(axis=0)
     assert np.all(out[hole] >= lo - 0.05) and np.all(out[hole] <= hi + 0.05)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(8, 40), st.integers(8, 40), st.integers(1, 8), st.integers(0, 2**32 - 1))
+def test_window_sums_count_the_mask_in_every_window(h, w, size, seed):
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    from restore.inpainting.patches import window_sums
+
+    a = np.random.default_rng(seed).random((h, w)) < 0.3
+    want = sliding_window_view(a, (size, size)).sum(axis=(2, 3))
+    np.testing.assert_array_equal(window_sums(a, size), want)

@@ -69,10 +69,17 @@ def patch_positions(shape: tuple[int, int], size: int, stride: int,
 
 
 def window_sums(a: np.ndarray, size: int) -> np.ndarray:
-    """Sum of ``a`` over every size x size window (integral image)."""
-    c = np.zeros((a.shape[0] + 1, a.shape[1] + 1), dtype=np.int64)
-    np.cumsum(np.cumsum(a, axis=0), axis=1, out=c[1:, 1:])
-    return c[size:, size:] - c[:-size, size:] - c[size:, :-size] + c[:-size, :-size]
+    """Sum of the mask ``a`` over every size x size window (int32): the columns' running sums, then the rows'.
+
+    int32 holds any count of a mask under 2**31 pixels, in half the memory of the default integer (16 MP photos).
+    """
+    c = np.zeros((a.shape[0] + 1, a.shape[1]), dtype=np.int32)
+    np.cumsum(a, axis=0, dtype=np.int32, out=c[1:])
+    cols = c[size:] - c[:-size]  # sums over each column's windows
+    del c
+    r = np.zeros((cols.shape[0], cols.shape[1] + 1), dtype=np.int32)
+    np.cumsum(cols, axis=1, out=r[:, 1:])
+    return r[:, size:] - r[:, :-size]
 
 
 def gather(img: np.ndarray, r: np.ndarray, c: np.ndarray, size: int) -> np.ndarray:
