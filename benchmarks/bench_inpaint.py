@@ -423,7 +423,8 @@ def print_scale(res: dict) -> None:
 # ---------------------------------------------------------------------------
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line's arguments."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", choices=("quality", "scale", "all"), default="quality")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of the images and masks/")
@@ -440,11 +441,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--json", type=Path, default=None, help="also write every number to this JSON file")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.images is None:
+        args.images = OTHER_IMAGES if args.others else FULL_IMAGES if args.full else QUICK_IMAGES
+    return args
+
+
+def main(args: argparse.Namespace) -> None:
     if args.child is not None:
         child(args.child)
         return
-    if args.images is None:
-        args.images = OTHER_IMAGES if args.others else FULL_IMAGES if args.full else QUICK_IMAGES
     if not args.data.is_dir():
         raise SystemExit(f"no image folder {args.data} (use --data)")
     t_start = time.perf_counter()
@@ -470,7 +475,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from _report import record_results  # the printed tables also go to benchmarks/results/bench_inpaint.md
+    from _report import record_results  # the printed tables also go to benchmarks/results/
 
-    with record_results("bench_inpaint"):
-        main()
+    arguments = parse()
+    # the photographs unlike the default ones: a results file of their own, beside the default images' one
+    with record_results("bench_inpaint_others" if arguments.others else "bench_inpaint"):
+        main(arguments)
