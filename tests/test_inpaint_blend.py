@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from restore.inpainting.validation import choose_blend, held_pieces
+from restore.inpainting.validation import choose_blend, holdout
 
 
 def _pieces(n_pieces: int, size: int) -> np.ndarray:
@@ -45,9 +45,29 @@ def test_with_the_full_first_change_the_non_local_weight_is_the_one_that_fits_be
     assert np.isclose(blend.b, np.clip(d @ (target - first) / (d @ d), 0.0, 1.0))
 
 
-def test_held_out_pixels_are_grouped_in_their_8_connected_pieces():
-    shape = (6, 7)
-    held = np.ravel_multi_index(([0, 1, 1, 4, 4, 5], [0, 1, 5, 2, 3, 6]), shape)
-    piece = held_pieces(held, shape)
-    assert len(set(piece[:2])) == 1 and len(set(piece[3:5])) == 1
-    assert len(set(piece)) == 4
+def test_held_out_strokes_come_in_their_pieces_and_scattered_pixels_alone():
+    from scipy import ndimage
+
+    strokes = np.zeros((200, 200), dtype=bool)
+    for r in range(10, 190, 12):
+        strokes[r:r + 2, 20:180] = True
+        strokes[r - 4:r + 6, 100] = True  # strokes that cross
+    held, piece = holdout(strokes, np.random.default_rng(0))
+    labels, _ = ndimage.label(np.isin(np.arange(strokes.size), held).reshape(strokes.shape), np.ones((3, 3)))
+    own = labels.reshape(-1)[held]
+    # the same piece exactly where the same 8-connected component of held-out pixels, numbered from 0
+    assert len(np.unique(piece)) == len(np.unique(own)) > 1 and set(piece) == set(range(piece.max() + 1))
+    assert all(len(np.unique(own[piece == k])) == 1 for k in range(piece.max() + 1))
+
+    scattered = np.random.default_rng(1).random((200, 200)) < 0.7
+    held, piece = holdout(scattered, np.random.default_rng(0))
+    np.testing.assert_array_equal(piece, np.arange(len(held)))
+
+
+def test_colour_pixels_and_a_single_piece():
+    piece = _pieces(40, 50)
+    start, first = np.zeros((piece.size, 3)), np.ones((piece.size, 3))
+    target = np.full((piece.size, 3), 0.4)  # every piece, every channel: the change overshoots
+    assert abs(choose_blend(target, start, first, first, piece).a - 0.4) < 1e-9
+    one = np.zeros(piece.size, dtype=np.int64)  # one piece: no spread to measure, the full change
+    assert choose_blend(target, start, first, first, one).a == 1.0

@@ -37,7 +37,7 @@ from .interpolation import _SharedSteps, bands, biharmonic_fill, known_range, re
 from .masks import MaskCoverage, SuspectMaskWarning, mask_coverage
 from .patches import Coder, luminance, pass_batch, pass_grids, refine_luminance, window_sums
 from .prior import iterate_prior, prior_side, prior_steps, wants_prior
-from .validation import _CLUSTERED, Blend, best_blend, choose_blend, clustering, held_pieces, holdout
+from .validation import _CLUSTERED, Blend, best_blend, choose_blend, clustering, holdout
 
 __all__ = ["MaskCoverage", "SuspectMaskWarning", "default_dictionary", "inpaint", "learn_dictionary",
            "mask_coverage"]
@@ -226,7 +226,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
         return job.result(np.zeros((int(np.count_nonzero(M)), n_ch), dtype=job.image.dtype))
     gen = np.random.default_rng(0 if rng is None else rng)
     # known pixels held out of every stage: their error decides how far the refinements may move the interpolant
-    held = holdout(M, gen)
+    held, piece = holdout(M, gen) or (None, None)
     run = M.copy()  # the run's mask: the missing pixels and the held-out ones
     if held is not None:
         run.reshape(-1)[held] = True
@@ -243,7 +243,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     clustered = clustering(M) >= _CLUSTERED
     adapt, n_usable = should_adapt(run, job.patch_size, sums=n_missing) if adapt_default else (False, 0)
     if not adapt:
-        del n_missing  # else the training patches are drawn from it (8 bytes a pixel)
+        del n_missing  # else the training patches are drawn from it (4 bytes a pixel)
     if job.dictionary is None and not adapt:
         raise ValueError(f"no dictionary for {job.patch_size}x{job.patch_size} patches ships with the package "
                          "and the image has too few complete patches to learn one: pass dictionary=")
@@ -381,7 +381,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     # the refinements' changes, weighted as the held-out pixels support, added to the interpolant of every known
     # pixel (its solve starts from the run's: a few iterations)
     chosen = values[rows] if second is None else values[rows] + nonlocal_change[rows]
-    blend = choose_blend(target, interpolant[rows], values[rows], chosen, held_pieces(held, M.shape))
+    blend = choose_blend(target, interpolant[rows], values[rows], chosen, piece)
     log.info("refinements kept: %.2f of the dictionary's, %.2f of the non-local passes'", blend.a, blend.b)
     change = blend.a * (values - interpolant) + blend.b * nonlocal_change
     if dense:

@@ -262,7 +262,7 @@ def _training_patches(img: np.ndarray, known: np.ndarray, size: int, n: int, rng
     # the partly known patches only when complete ones are too few: listing their positions costs 16 bytes a pixel
     if np.count_nonzero(usable[0]) < n:
         usable.append((n_missing > 0) & (n_missing <= size * size - _min_known(size)))
-    del n_missing  # 8 bytes a pixel, not kept while the positions are listed
+    del n_missing  # 4 bytes a pixel, not kept while the positions are listed
     rows, cols = [], []
     for where in usable:
         r_all, c_all = np.nonzero(where)

@@ -79,6 +79,7 @@ def window_sums(a: np.ndarray, size: int) -> np.ndarray:
     del c
     r = np.zeros((cols.shape[0], cols.shape[1] + 1), dtype=np.int32)
     np.cumsum(cols, axis=1, out=r[:, 1:])
+    del cols
     return r[:, size:] - r[:, :-size]
 
 

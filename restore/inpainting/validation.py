@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Blend", "best_blend", "choose_blend", "held_pieces", "holdout"]
+__all__ = ["Blend", "best_blend", "choose_blend", "holdout"]
 
 # held-out pixels, as a share of the known ones: enough to measure tenths of a dB on a 128 x 128 crop of random loss,
 # few enough that the stages hardly miss them (twice as many lost more on textures than the decision gained)
@@ -35,7 +35,9 @@ _CLUSTERED = 0.5  # masks clustered beyond this (see clustering) are held out in
 _HOLDOUT_MIN = 64  # held-out pixels under which the decision is noise: the full recipe then, undamped
 _HOLDOUT_MAX = 65_536  # held-out pixels beyond which the decision's error hardly changes (16 MP photos)
 # standard errors (over the held-out pieces) by which a damped blend must fit them better than the dictionary's full
-# change: a text mask holds out a few dozen strokes, and one that crosses an edge can outweigh all the others
+# change: a text mask holds out a few dozen strokes, and one that crosses an edge can outweigh all the others. The
+# damping is fitted on those same pixels, so its in-sample gain is about half its own z-score: 2 here asks for about
+# 4 standard errors of the damping, as strict as that because a wrong damping costs every missing pixel
 _BLEND_EVIDENCE = 2.0
 
 
@@ -52,8 +54,8 @@ def clustering(missing: np.ndarray) -> float:
     return (pairs / max(ends, 1) - p) / (1.0 - p)
 
 
-def holdout(missing: np.ndarray, gen: np.random.Generator) -> np.ndarray | None:
-    """Flat indices of the held-out pixels, sorted, or None (too few of them).
+def holdout(missing: np.ndarray, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray] | None:
+    """Flat indices of the held-out pixels, sorted, and the piece of each (numbered from 0); or None (too few).
 
     Pieces of the mask's own shape: the known pixels under a shifted copy
     of the mask, in 8-connected pieces (pixel by pixel where the mask is
@@ -77,11 +79,13 @@ def holdout(missing: np.ndarray, gen: np.random.Generator) -> np.ndarray | None:
     if not pieces:
         idx = np.flatnonzero(shifted)
         idx = idx[gen.random(len(idx)) < share]
+        piece = np.arange(len(idx))  # pixels on their own
     else:
         labels, n = ndimage.label(shifted, structure=np.ones((3, 3), dtype=bool))
         keep = np.concatenate([[False], gen.random(n) < share])
         idx = np.flatnonzero(keep[labels])
-    return idx if len(idx) >= _HOLDOUT_MIN else None
+        piece = np.unique(labels.reshape(-1)[idx], return_inverse=True)[1].reshape(-1)
+    return (idx, piece) if len(idx) >= _HOLDOUT_MIN else None
 
 
 @dataclass(frozen=True)
@@ -126,16 +130,6 @@ def best_blend(target: np.ndarray, start: np.ndarray, first: np.ndarray, second:
     return Blend(a, b, max(err(a, b), 0.0) / max(r.size, 1))
 
 
-def held_pieces(held: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """The piece (8-connected, numbered from 0) of each held-out pixel, ``held`` the flat indices of :func:`holdout`."""
-    from scipy import ndimage
-
-    out = np.zeros(shape, dtype=bool)
-    out.reshape(-1)[held] = True
-    labels, _ = ndimage.label(out, structure=np.ones((3, 3), dtype=bool))
-    return labels.reshape(-1)[held] - 1
-
-
 def choose_blend(target: np.ndarray, start: np.ndarray, first: np.ndarray, second: np.ndarray,
                  piece: np.ndarray) -> Blend:
     """The blend of the refinements' changes that the held-out pixels support: damped only on evidence.
@@ -143,8 +137,8 @@ def choose_blend(target: np.ndarray, start: np.ndarray, first: np.ndarray, secon
     The default is the first change in full (``a = 1``), with the weight
     ``b`` of the second that fits best. The blend of :func:`best_blend`
     replaces it only when it fits the held-out pixels better by more than
-    ``_BLEND_EVIDENCE`` standard errors of the difference, the pieces
-    (``piece``: each pixel's, as :func:`held_pieces`) taken as the
+    ``_BLEND_EVIDENCE`` standard errors of the (in-sample) difference, the pieces
+    (``piece``: each pixel's, as :func:`holdout` gives them) taken as the
     independent samples: errors on strokes come in pieces, and one piece
     across an edge can weigh more than all the others.
     Arrays as in :func:`best_blend`, their first axis the pixels.
