@@ -116,3 +116,28 @@ def scatter_patches(rec, w, win, r, c, sums, weights):
             for i in range(n):
                 sums[r[i] + a, c[i] + b] += rec[i, k]
                 weights[r[i] + a, c[i] + b] += wk * w[i]
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def window_counts(a, size, out):
+    """Count the True entries of ``a`` (H, W, bool) in every ``size`` x ``size`` window: out (H-size+1, W-size+1).
+
+    Running sums down each column, then along each row of them: one pass and no temporaries of the image's size
+    (16 MP photos: their pages are touched once, in ``out``).
+    """
+    H, W = a.shape
+    cols = np.zeros(W, dtype=np.int32)  # each column's count over the window's rows
+    for r in range(H):
+        for c in range(W):
+            cols[c] += a[r, c]
+            if r >= size:
+                cols[c] -= a[r - size, c]
+        if r >= size - 1:
+            o = r - size + 1
+            s = np.int32(0)
+            for c in range(size):
+                s += cols[c]
+            out[o, 0] = s
+            for c in range(size, W):
+                s += cols[c] - cols[c - size]
+                out[o, c - size + 1] = s

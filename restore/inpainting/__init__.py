@@ -230,8 +230,6 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     run = M.copy()  # the run's mask: the missing pixels and the held-out ones
     if held is not None:
         run.reshape(-1)[held] = True
-    work = np.where(run[..., None], 0, job.image)
-    work /= job.unit  # known values of magnitude 1 to 2; missing ones unread (in place: 16 MP photos)
     # the non-local passes' lam is in units of the known pixels' peak (the work units' power of two is not
     # continuous in the scale), the held-out ones included: they may hold the only non-zero values
     peak = job.peak / float(job.unit)
@@ -261,6 +259,10 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     n_prior = prior_steps(M.shape, n_ch) if dense else 0
     steps = Steps(progress, n_learn + n_bands * (n_ch + 1) + n_cycles + n_batches + n_groups + n_prior + n_resolve,
                   start=True)
+    # the first report comes before this copy of the image: at 16 MP, its pages alone take a fraction of a second
+    work = np.where(run[..., None], 0, job.image)
+    work /= job.unit  # known values of magnitude 1 to 2; missing ones unread (in place: 16 MP photos)
+    steps.tick()  # a chance to cancel before the training patches are drawn
 
     # 1. the dictionary, adapted to the image when it has enough complete patches (text, scratches): fitted on a
     # thread of its own while 2. the start, the biharmonic interpolant (one thread on a small image), 3. is sharpened

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import _blockmatch, _core, _core_inpaint
 from .._nonlocal import group_tree, run_ordered, transform_matrix
-from .patches import gather, patch_positions, window_sums
+from .patches import gather, known_sd, patch_positions, window_sums
 
 __all__ = ["GroupSettings", "group_passes", "n_group_steps", "plan_references"]
 
@@ -40,7 +40,6 @@ _STRIP_BYTES = 64 << 20
 # moved by at least _SETTLED (times the sd of the known luminance) in the last pass that coded it
 _SETTLE_PASSES = 1
 _SETTLED = 0.02
-_SD_BAND_PX = 1 << 20  # pixels per band of rows of the known pixels' sd: its temporaries stay a few MB
 _WINDOW_SD = 0.5  # sd of the Gaussian weights of a patch's pixels in the average, in patch sides
 
 
@@ -164,7 +163,7 @@ def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: lis
     if settle:
         moved = np.zeros(missing.shape, dtype=np.float32)
         moved.reshape(-1)[idx] = np.inf
-    settled = _SETTLED * _known_sd(U[0], missing) if settle else 0.0
+    settled = _SETTLED * known_sd(U[0], missing) if settle else 0.0
 
     def update(num: np.ndarray, den: np.ndarray, track: bool) -> None:
         dflat = den.reshape(-1)[idx].astype(np.float64)
@@ -204,18 +203,6 @@ def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: lis
         if after_pass is not None and not after_pass(k):
             break
     return U
-
-
-def _known_sd(L: np.ndarray, missing: np.ndarray) -> float:
-    """The sd of the known pixels of ``L`` (0 when none), a band of rows at a time: no copy of them (16 MP photos)."""
-    step = max(1, _SD_BAND_PX // max(1, L.shape[1]))
-    rows = range(0, L.shape[0], step)
-    n = sum(int(np.count_nonzero(~missing[r:r + step])) for r in rows)
-    if n == 0:
-        return 0.0
-    mean = sum(float(np.sum(L[r:r + step], where=~missing[r:r + step])) for r in rows) / n
-    return float(np.sqrt(sum(float(np.sum(np.square(L[r:r + step] - mean), where=~missing[r:r + step]))
-                             for r in rows) / n))
 
 
 class _Budget:

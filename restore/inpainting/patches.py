@@ -11,13 +11,13 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .._config import default_num_threads, single_threaded_blas
-from .._core_inpaint import scatter_patches
+from .._core_inpaint import scatter_patches, window_counts
 from .._progress import ProgressCallback
 from ..coding import _sparse_encode
 from ..learning import TreeDictionaryLearning
 from ..tree import Tree
 
-__all__ = ["Coder", "centre", "gather", "luminance", "pass_batch", "pass_grids",
+__all__ = ["Coder", "centre", "gather", "known_sd", "luminance", "pass_batch", "pass_grids",
            "patch_positions", "refine_luminance", "window_sums"]
 
 log = logging.getLogger("restore.inpainting")
@@ -31,6 +31,7 @@ _CONSTANT_RIDGE = 1e-9  # ridge on the plane's constant: none to speak of, only 
 _FLAT_NORM = 1e-8  # detail norms under this (inpaint's units: known values of magnitude 1 to 2) are not scaled up
 _FLAT_SHARE = 0.05  # training patches whose detail norm is under this share of the median are flat: skipped
 _WINDOW_SD = 0.25  # sd of the Gaussian weights of a patch's pixels in the average, in patch sides
+_SD_BAND_PX = 1 << 20  # pixels per band of rows of the known pixels' sd: its temporaries stay a few MB
 _CORE_MARGIN = 1  # patches touching the mask only on this outer rim are not coded (see pass_grids)
 _CODE_TOL = 1e-4  # relative decrease of a patch's objective that ends its coding (FISTA)
 # passes that code every patch; from then on, a patch is coded only while one of its missing pixels moved by at
@@ -69,18 +70,24 @@ def patch_positions(shape: tuple[int, int], size: int, stride: int,
 
 
 def window_sums(a: np.ndarray, size: int) -> np.ndarray:
-    """Sum of the mask ``a`` over every size x size window (int32): the columns' running sums, then the rows'.
+    """Count of the mask ``a`` over every size x size window (int32: any mask under 2**31 pixels)."""
+    a = np.ascontiguousarray(a, dtype=bool)
+    out = np.empty((max(a.shape[0] - size + 1, 0), max(a.shape[1] - size + 1, 0)), dtype=np.int32)
+    if out.size:
+        window_counts(a, size, out)
+    return out
 
-    int32 holds any count of a mask under 2**31 pixels, in half the memory of the default integer (16 MP photos).
-    """
-    c = np.zeros((a.shape[0] + 1, a.shape[1]), dtype=np.int32)
-    np.cumsum(a, axis=0, dtype=np.int32, out=c[1:])
-    cols = c[size:] - c[:-size]  # sums over each column's windows
-    del c
-    r = np.zeros((cols.shape[0], cols.shape[1] + 1), dtype=np.int32)
-    np.cumsum(cols, axis=1, out=r[:, 1:])
-    del cols
-    return r[:, size:] - r[:, :-size]
+
+def known_sd(L: np.ndarray, missing: np.ndarray) -> float:
+    """The sd of the known pixels of ``L`` (0 when none), a band of rows at a time: no copy of them (16 MP photos)."""
+    step = max(1, _SD_BAND_PX // max(1, L.shape[1]))
+    rows = range(0, L.shape[0], step)
+    n = sum(int(np.count_nonzero(~missing[r:r + step])) for r in rows)
+    if n == 0:
+        return 0.0
+    mean = sum(float(np.sum(L[r:r + step], where=~missing[r:r + step], dtype=np.float64)) for r in rows) / n
+    return float(np.sqrt(sum(float(np.sum(np.square(L[r:r + step] - mean), where=~missing[r:r + step],
+                                          dtype=np.float64)) for r in rows) / n))
 
 
 def gather(img: np.ndarray, r: np.ndarray, c: np.ndarray, size: int) -> np.ndarray:
@@ -198,7 +205,7 @@ def refine_luminance(lum: np.ndarray, missing: np.ndarray, *, patch_size: int,
     """
     D = coder.atoms
     H, W = lum.shape
-    var = float(np.var(lum[~missing]))
+    var = known_sd(lum, missing) ** 2  # no copy of the known pixels (16 MP photos)
     floor = max(_FIT_FLOOR * var, _FIT_FLOOR_MIN)
     win2 = _aggregation_window(patch_size)
     win = win2.ravel()
