@@ -211,14 +211,16 @@ def _inpaint(viewer, w, wait) -> None:
         # the run's end on a small photo (its result is then a layer already there, and nothing is cancelled)
         for cancel_at in (None, "half"):
             stamps: list[float] = []
-            w.progress.changed.connect(lambda v, s=stamps: s.append(time.perf_counter()))
+            moved: list[float] = []  # the bar past 0 (a run's start resets it to 0: that is no progress)
+            w.progress.changed.connect(lambda v, s=stamps, m=moved: (s.append(time.perf_counter()),
+                                                                      v > 0 and m.append(time.perf_counter())))
             before = set(viewer.layers)
             t_start = time.perf_counter()
             w.run()
             if cancel_at is None:
                 total = wait(lambda b=before: not w.busy and len(viewer.layers) > len(b), timeout=1800.0)
                 gaps = np.diff([t_start, *[t for t in stamps if t <= t_start + total]])
-                first = stamps[0] - t_start if stamps else float("nan")
+                first = moved[0] - t_start if moved else float("nan")
                 row += [f"{first:.2f}", f"{total:.1f}", f"{gaps.max():.2f}"]
             else:
                 at = max(INPAINT_CANCEL_MIN_S, total / 2)
