@@ -534,3 +534,11 @@ def test_window_sums_count_the_mask_in_every_window(h, w, size, seed):
         np.testing.assert_array_equal(got, sliding_window_view(a, (size, size)).sum(axis=(2, 3)))
     np.testing.assert_array_equal(window_sums(np.asfortranarray(a), min(size, h, w)),
                                   sliding_window_view(a, (min(size, h, w),) * 2).sum(axis=(2, 3)))
+
+
+@pytest.mark.parametrize("size", [0, -3])
+def test_window_sums_refuse_an_empty_or_negative_window(size):
+    from restore.inpainting.patches import window_sums
+
+    with pytest.raises(ValueError, match="window size"):
+        window_sums(np.ones((5, 5), dtype=bool), size)

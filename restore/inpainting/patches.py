@@ -71,6 +71,8 @@ def patch_positions(shape: tuple[int, int], size: int, stride: int,
 
 def window_sums(a: np.ndarray, size: int) -> np.ndarray:
     """Count of the mask ``a`` over every size x size window (int32: any mask under 2**31 pixels)."""
+    if size < 1:  # the kernel reads a[r - size]: out of bounds below 1
+        raise ValueError(f"window size must be at least 1, got {size}")
     a = np.ascontiguousarray(a, dtype=bool)
     out = np.empty((max(a.shape[0] - size + 1, 0), max(a.shape[1] - size + 1, 0)), dtype=np.int32)
     if out.size:
