@@ -99,9 +99,10 @@ def inpaint(
     towards the biharmonic interpolant of all known pixels, to which the
     kept changes are added. The passes' change is kept whole unless the
     held-out pieces (strokes, or pixels) agree that less of it fits them
-    better: one stroke across an edge does not decide for all the others. Under heavy random loss the recipe ends with
-    the library's non-local denoiser iterated as a prior (see ``prior``),
-    its change weighed on the held-out pixels too. Known pixels are returned bit for bit; holes wider than a patch are
+    better: one stroke across an edge does not decide for all the others.
+    Under heavy random loss the recipe ends with the library's non-local
+    denoiser iterated as a prior (see ``prior``), its change weighed on the
+    held-out pixels too. Known pixels are returned bit for bit; holes wider than a patch are
     filled by the interpolant and refined by the patches inside them.
     On strokes and holes (a clustered mask) the work follows the holes:
     the diffusion runs for the square of the strokes' half-width, a patch

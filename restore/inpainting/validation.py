@@ -144,10 +144,10 @@ def choose_blend(target: np.ndarray, start: np.ndarray, first: np.ndarray, secon
     Arrays as in :func:`best_blend`, their first axis the pixels.
     """
     best = best_blend(target, start, first, second)
-    with_b = best_blend(target, first, second, second)  # a = 1: only the second change's weight is free
-    full = Blend(1.0, with_b.a, with_b.mse)
     if best.a >= 1.0:
         return best
+    with_b = best_blend(target, first, second, second)  # a = 1: only the second change's weight is free
+    full = Blend(1.0, with_b.a, with_b.mse)
     n = int(piece.max()) + 1 if piece.size else 0
     if n < 2:
         return full
