@@ -119,6 +119,31 @@ def scatter_patches(rec, w, win, r, c, sums, weights):
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def known_extremes(img, missing, lo, hi):
+    """The least and largest value of each channel of ``img`` (H, W, C) where ``missing`` (H, W) is False.
+
+    Into ``lo`` and ``hi`` (C,), which hold inf and -inf on entry. A NaN stays: the channel's ``lo`` and ``hi``
+    become NaN (as numpy's ``min`` and ``max``). One pass, no temporaries (16 MP photos: the masked copies numpy
+    needs cost a tenth of a second a call).
+    """
+    H, W, C = img.shape
+    for r in range(H):
+        for c in range(W):
+            if missing[r, c]:
+                continue
+            for ch in range(C):
+                v = img[r, c, ch]
+                if v != v:
+                    lo[ch] = v
+                    hi[ch] = v
+                else:
+                    if v < lo[ch]:
+                        lo[ch] = v
+                    if v > hi[ch]:
+                        hi[ch] = v
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
 def window_counts(a, size, out):
     """Count the True entries of ``a`` (H, W, bool) in every ``size`` x ``size`` window: out (H-size+1, W-size+1).
 

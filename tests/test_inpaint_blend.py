@@ -52,7 +52,7 @@ def test_held_out_strokes_come_in_their_pieces_and_scattered_pixels_alone():
     for r in range(10, 190, 12):
         strokes[r:r + 2, 20:180] = True
         strokes[r - 4:r + 6, 100] = True  # strokes that cross
-    held, piece = holdout(strokes, np.random.default_rng(0))
+    held, piece = holdout(strokes, np.random.default_rng(0), clustered=True)
     labels, _ = ndimage.label(np.isin(np.arange(strokes.size), held).reshape(strokes.shape), np.ones((3, 3)))
     own = labels.reshape(-1)[held]
     # the same piece exactly where the same 8-connected component of held-out pixels, numbered from 0
@@ -60,7 +60,7 @@ def test_held_out_strokes_come_in_their_pieces_and_scattered_pixels_alone():
     assert all(len(np.unique(own[piece == k])) == 1 for k in range(piece.max() + 1))
 
     scattered = np.random.default_rng(1).random((200, 200)) < 0.7
-    held, piece = holdout(scattered, np.random.default_rng(0))
+    held, piece = holdout(scattered, np.random.default_rng(0), clustered=False)
     np.testing.assert_array_equal(piece, np.arange(len(held)))
 
 

@@ -542,3 +542,39 @@ def test_window_sums_refuse_an_empty_or_negative_window(size):
 
     with pytest.raises(ValueError, match="window size"):
         window_sums(np.ones((5, 5), dtype=bool), size)
+
+
+@given(st.integers(1, 30), st.integers(1, 30), st.integers(1, 4), st.sampled_from([np.float32, np.float64]),
+       st.sampled_from([0.0, 0.5, 1.0]), st.booleans(), st.integers(0, 2**32 - 1))
+def test_known_range_is_numpys_min_and_max_over_the_known_pixels(h, w, c, dtype, loss, strided, seed):
+    from restore.inpainting.interpolation import known_range
+
+    rng = np.random.default_rng(seed)
+    img = rng.normal(size=(c, h, w)).astype(dtype)
+    img.reshape(-1)[rng.integers(0, img.size, 2)] = rng.choice([np.nan, np.inf, -np.inf, 0.0], 2)
+    missing = rng.random((h, w)) < loss
+    view = np.moveaxis(img, 0, -1) if strided else np.ascontiguousarray(np.moveaxis(img, 0, -1))
+    lo, hi = known_range(view, missing)
+    for ch in range(c):
+        known = view[..., ch][~missing]
+        np.testing.assert_array_equal([lo[ch], hi[ch]], [known.min(), known.max()] if known.size else [np.inf, -np.inf])
+
+
+@pytest.mark.parametrize("share", [0.9, 0.1])  # drawn at random over the image; listed, then sampled
+def test_training_positions_are_a_uniform_sample_of_the_usable_ones_without_repeats(share):
+    from scipy import stats
+
+    from restore.inpainting.dictionary import _draw_positions
+
+    where = np.random.default_rng(1).random((48, 40)) < share
+    count = int(where.sum())
+    hits = np.zeros(where.shape)
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        r, c = _draw_positions(where, count // 10, rng)
+        assert len(r) == count // 10 and where[r, c].all()
+        assert len(set(zip(r.tolist(), c.tolist(), strict=True))) == len(r)  # no position twice
+        np.add.at(hits, (r, c), 1)
+    assert stats.chisquare(hits[where]).pvalue > 1e-3  # each usable position as often as any other
+    r, c = _draw_positions(where, 10 * count, rng)  # more wanted than there are: each one once
+    assert len(r) == count and where[r, c].all() and len(set(zip(r.tolist(), c.tolist(), strict=True))) == count

@@ -54,6 +54,7 @@ _N_TRAIN = 4000  # patches the dictionary's adaptation learns from: twice as man
 _PATIENCE = 1
 _PATIENCE_SCATTERED = 2
 _FINAL_CG_TOL = 1e-5  # the result's interpolant (warm started: cheap): as scikit-image's where nothing is kept
+_COPY_BAND_PX = 1 << 18  # pixels per band of the work copy: a progress step each, some milliseconds
 _PASS_BATCH = 8192  # patches per batch of a pass, one batch per thread: progress and Cancel every fraction of a second
 
 
@@ -226,8 +227,11 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     if job.blank:  # every known pixel 0 (a black frame): so is every fill, and no stage has a scale to work in
         return job.result(np.zeros((int(np.count_nonzero(M)), n_ch), dtype=job.image.dtype))
     gen = np.random.default_rng(0 if rng is None else rng)
+    # strokes and holes: their patches settle in a few passes, and are not coded again (under random loss every
+    # patch keeps moving with the estimate around it)
+    clustered = clustering(M) >= _CLUSTERED
     # known pixels held out of every stage: their error decides how far the refinements may move the interpolant
-    held, piece = holdout(M, gen) or (None, None)
+    held, piece = holdout(M, gen, clustered=clustered) or (None, None)
     run = M.copy()  # the run's mask: the missing pixels and the held-out ones
     if held is not None:
         run.reshape(-1)[held] = True
@@ -237,9 +241,6 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     n_missing = window_sums(run, job.patch_size)
     touching = n_missing > 0  # which patches touch the run's mask: the passes' and the groups'
     grids = pass_grids(run, job.patch_size, job.stride, len(job.lams), gen, touching=touching)
-    # strokes and holes: their patches settle in a few passes, and are not coded again (under random loss every
-    # patch keeps moving with the estimate around it)
-    clustered = clustering(M) >= _CLUSTERED
     adapt, n_usable = should_adapt(run, job.patch_size, sums=n_missing) if adapt_default else (False, 0)
     if not adapt:
         del n_missing  # else the training patches are drawn from it (4 bytes a pixel)
@@ -258,12 +259,15 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     n_resolve = 0 if held is None else n_bands * n_ch  # the interpolant again, with the held-out pixels known
     dense = job.prior  # heavy random loss: the non-local denoiser iterated as a prior ends the recipe
     n_prior = prior_steps(M.shape, n_ch) if dense else 0
-    steps = Steps(progress, n_learn + n_bands * (n_ch + 1) + n_cycles + n_batches + n_groups + n_prior + n_resolve,
-                  start=True)
-    # the first report comes before this copy of the image: at 16 MP, its pages alone take a fraction of a second
-    work = np.where(run[..., None], 0, job.image)
-    work /= job.unit  # known values of magnitude 1 to 2; missing ones unread (in place: 16 MP photos)
-    steps.tick()  # a chance to cancel before the training patches are drawn
+    copy_bands = bands(*M.shape, band_px=_COPY_BAND_PX)
+    steps = Steps(progress, len(copy_bands) + n_learn + n_bands * (n_ch + 1) + n_cycles + n_batches + n_groups
+                  + n_prior + n_resolve, start=True)
+    # the work copy of the image, band by band after the first report: at 16 MP its pages alone take half a second
+    work = np.empty_like(job.image)
+    for r0, r1, _, _ in copy_bands:
+        np.divide(job.image[r0:r1], job.unit, out=work[r0:r1])  # known values of magnitude 1 to 2
+        np.copyto(work[r0:r1], 0, where=run[r0:r1, :, None])  # missing ones unread (NaN, say)
+        steps()
 
     # 1. the dictionary, adapted to the image when it has enough complete patches (text, scratches): fitted on a
     # thread of its own while 2. the start, the biharmonic interpolant (one thread on a small image), 3. is sharpened

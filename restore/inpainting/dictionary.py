@@ -41,6 +41,9 @@ _MIN_KNOWN_SHARE = 0.25
 _LEARN_BATCH = 256  # patches per mini-batch of learn_dictionary
 _LEARN_CODE_ITER = 50  # FISTA iterations per mini-batch of learn_dictionary
 _MIN_PATCHES = 10  # fewer usable patches than this cannot train a dictionary
+# training positions are drawn at random over the image when at least this share of it is usable and the sample is
+# at most this share of those: few draws miss or repeat (else the usable positions are listed and sampled)
+_DRAW_SHARE = 0.25
 
 
 def default_dictionary() -> TreeDictionaryLearning | None:
@@ -262,14 +265,12 @@ def _training_patches(img: np.ndarray, known: np.ndarray, size: int, n: int, rng
     # the partly known patches only when complete ones are too few: listing their positions costs 16 bytes a pixel
     if np.count_nonzero(usable[0]) < n:
         usable.append((n_missing > 0) & (n_missing <= size * size - _min_known(size)))
-    del n_missing  # 4 bytes a pixel, not kept while the positions are listed
+    del n_missing  # 4 bytes a pixel, not kept while the positions are drawn
     rows, cols = [], []
     for where in usable:
-        r_all, c_all = np.nonzero(where)
-        pick = rng.choice(len(r_all), size=min(n - sum(map(len, rows)), len(r_all)), replace=False)
-        rows.append(r_all[pick])
-        cols.append(c_all[pick])
-        del r_all, c_all
+        r_one, c_one = _draw_positions(where, n - sum(map(len, rows)), rng)
+        rows.append(r_one)
+        cols.append(c_one)
     r, c = np.concatenate(rows), np.concatenate(cols)
     if len(r) == 0:
         return np.zeros((0, size * size)), np.zeros((0, size * size), bool)
@@ -280,6 +281,32 @@ def _training_patches(img: np.ndarray, known: np.ndarray, size: int, n: int, rng
     Z, scale = _centre_known(P, W)
     keep = scale > _FLAT_SHARE * np.median(scale)
     return Z[keep], W[keep]
+
+
+def _draw_positions(where: np.ndarray, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``min(n, count)`` distinct positions (rows, cols) of the True entries of ``where`` (2-D), uniformly at random.
+
+    Where they are many, positions drawn at random over the whole array
+    until enough fall on distinct True entries (a uniform sample without
+    replacement, in the order drawn); listing them all would take 16 bytes
+    and a page fault's share of time per entry (16 MP: half a second).
+    """
+    count = int(np.count_nonzero(where))
+    n = min(n, count)
+    if n == 0:
+        return np.zeros(0, np.intp), np.zeros(0, np.intp)
+    if count < _DRAW_SHARE * where.size or n > _DRAW_SHARE * count:
+        r_all, c_all = np.nonzero(where)
+        pick = rng.choice(count, size=n, replace=False)
+        return r_all[pick], c_all[pick]
+    flat = np.ascontiguousarray(where).reshape(-1)
+    got = np.zeros(0, np.intp)
+    while len(got) < n:  # each round draws the expected need, twice over: rarely a second one
+        cand = rng.integers(0, flat.size, size=2 * (n - len(got)) * flat.size // count + 16)
+        got = np.concatenate([got, cand[flat[cand]]])
+        _, first = np.unique(got, return_index=True)
+        got = got[np.sort(first)]  # each position once, where first drawn
+    return np.divmod(got[:n], where.shape[1])
 
 
 def _centre_known(P: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -7,6 +7,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 import numpy as np
 
+from .. import _core_inpaint
 from .._progress import Cancelled, Steps
 
 __all__ = ["bands", "biharmonic_fill", "known_range", "refill"]
@@ -160,15 +161,12 @@ class _Counter:
 
 
 def known_range(img: np.ndarray, missing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The least and the largest known value of each channel of a channels-last image (inf, -inf: none known)."""
-    H, W, n_ch = img.shape
-    lo, hi = np.full(n_ch, np.inf), np.full(n_ch, -np.inf)
-    for r0, r1, _, _ in bands(H, W):  # band by band, channel by channel: the memory of 16 MP photos
-        m = missing[r0:r1]
-        for ch in range(n_ch):  # np.where, not a selection: ten times as fast
-            v = img[r0:r1, :, ch]
-            lo[ch] = min(lo[ch], float(np.where(m, np.inf, v).min()))
-            hi[ch] = max(hi[ch], float(np.where(m, -np.inf, v).max()))
+    """The least and the largest known value of each channel of a channels-last image (inf, -inf: none known).
+
+    NaN for a channel with a NaN known value.
+    """
+    lo, hi = np.full(img.shape[2], np.inf), np.full(img.shape[2], -np.inf)
+    _core_inpaint.known_extremes(img, missing, lo, hi)
     return lo, hi
 
 

@@ -54,12 +54,13 @@ def clustering(missing: np.ndarray) -> float:
     return (pairs / max(ends, 1) - p) / (1.0 - p)
 
 
-def holdout(missing: np.ndarray, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray] | None:
+def holdout(missing: np.ndarray, gen: np.random.Generator, *,
+            clustered: bool) -> tuple[np.ndarray, np.ndarray] | None:
     """Flat indices of the held-out pixels, sorted, and the piece of each (numbered from 0); or None (too few).
 
     Pieces of the mask's own shape: the known pixels under a shifted copy
     of the mask, in 8-connected pieces (pixel by pixel where the mask is
-    not clustered: random loss), each kept at random with the
+    not ``clustered``, ``clustering(missing) >= _CLUSTERED``: random loss), each kept at random with the
     probability that holds out ``_HOLDOUT_SHARE`` of the known pixels
     (``_HOLDOUT_FEW`` at least). Held-out strokes of text are strokes,
     and held-out pixels of random loss are scattered as its missing ones:
@@ -72,11 +73,11 @@ def holdout(missing: np.ndarray, gen: np.random.Generator) -> tuple[np.ndarray, 
     n_shifted, n_known = int(np.count_nonzero(shifted)), missing.size - int(np.count_nonzero(missing))
     if n_shifted == 0:
         return None
-    pieces = clustering(missing) >= _CLUSTERED  # else pixels on their own: pieces would be larger holes than the mask's
-    most = _HOLDOUT_MOST_PIECES if pieces else _HOLDOUT_MOST
+    # unclustered: pixels on their own, as pieces would be larger holes than the mask's
+    most = _HOLDOUT_MOST_PIECES if clustered else _HOLDOUT_MOST
     want = min(max(_HOLDOUT_SHARE * n_known, _HOLDOUT_FEW), most * n_known, _HOLDOUT_MAX)
     share = min(_HOLDOUT_PIECES, want / n_shifted)
-    if not pieces:
+    if not clustered:
         idx = np.flatnonzero(shifted)
         idx = idx[gen.random(len(idx)) < share]
         piece = np.arange(len(idx))  # pixels on their own
