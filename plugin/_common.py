@@ -35,6 +35,7 @@ __all__ = [
     "check_image_layer",
     "current_plane_index",
     "error_message",
+    "float_dtype",
     "full_resolution",
     "is_dictionary_layer",
     "is_input_image",
@@ -166,19 +167,29 @@ def current_plane_index(layer: Any, world_point: tuple[float, ...]) -> tuple[int
 
 
 def as_float(plane: Any) -> np.ndarray:
-    """Plane as a float array in the same units.
+    """Plane as a float array in the same units (of :func:`float_dtype`).
 
-    Floats stay as they are (float16 becomes float32); integers up to 16 bits
-    become float32 and wider ones float64, so that every integer value is
-    exact and comes back unchanged through :func:`like_input`. A Dask array
-    stays a (lazy) Dask array.
+    Floats stay as they are (float16 becomes float32); integers are copied,
+    every value exact. A Dask array stays a (lazy) Dask array.
     """
     arr = plane if is_lazy(plane) else np.asarray(plane)  # a Dask array stays lazy
-    if arr.dtype.kind == "f":
-        return arr if arr.dtype != np.float16 else arr.astype(np.float32)
-    if arr.dtype.kind not in "biu":
-        raise ValueError(f"image data must be numeric, got dtype {arr.dtype}")
-    return arr.astype(np.float32 if arr.dtype.itemsize <= 2 else np.float64)
+    dtype = float_dtype(arr.dtype)
+    return arr if arr.dtype == dtype else arr.astype(dtype)
+
+
+def float_dtype(dtype: Any) -> np.dtype:
+    """The float dtype a plane of ``dtype`` is processed in, in the same units.
+
+    Floats keep theirs (float16: float32); integers up to 16 bits get
+    float32 and wider ones float64, so that every integer value is exact
+    and comes back unchanged through :func:`like_input`.
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return dtype if dtype != np.float16 else np.dtype(np.float32)
+    if dtype.kind not in "biu":
+        raise ValueError(f"image data must be numeric, got dtype {dtype}")
+    return np.dtype(np.float32 if dtype.itemsize <= 2 else np.float64)
 
 
 def like_input(out: np.ndarray, dtype: Any) -> np.ndarray:

@@ -38,6 +38,30 @@ def test_task_inpaints_every_marked_plane_and_reports_progress():
     assert np.all(np.isfinite(out.data)) and np.all(out.data[:, mask != 0] != stack[:, mask != 0])
 
 
+def test_the_planes_float_copy_moves_the_bar_and_a_cancel_during_it_stops_before_the_library(monkeypatch):
+    # a 16 MP plane's copy took up to half a second before the library's first report: a bar that did not move
+    from napari.layers import Image, Labels
+
+    monkeypatch.setattr(_inpaint, "_COPY_BAND_PX", 64, raising=False)  # a band of two rows
+    calls = []
+    monkeypatch.setattr(_inpaint, "_inpaint", lambda *args, **kwargs: calls.append(args))
+    data = np.full((40, 32, 4), 7, np.uint16)
+    mask = np.zeros((40, 32), np.uint8)
+    mask[10:12] = 1
+    masks = _masks.plane_masks(Labels(mask), Image(data, rgb=True))
+    control = _runner.Control()
+    task = _inpaint.inpaint_task(control, [(_source(data, rgb=True), masks)], None, _inpaint.InpaintParams())
+    moved = []
+    with pytest.raises(restore.Cancelled):
+        for item in task:
+            if isinstance(item, _runner.Progress) and item.fraction > 0:
+                moved.append(item.fraction)
+                if len(moved) == 3:
+                    control.cancel()
+    assert moved == sorted(moved) and moved[0] < moved[-1] <= _inpaint._COPY_SHARE  # noqa: SLF001
+    assert not calls
+
+
 @pytest.mark.gui
 def test_widget_inpaints_the_sample_and_cancel_adds_nothing(make_napari_viewer, qtbot, monkeypatch):
     import napari.utils.notifications as notifications
