@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 JIT: dict = {"cache": True, "nogil": True, "fastmath": False, "error_model": "numpy", "no_cfunc_wrapper": True}
 
@@ -58,6 +59,8 @@ def default_num_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+_T = TypeVar("_T")
+
 _blas_lock = threading.Lock()
 _blas_users = 0  # callers inside single_threaded_blas, over all threads
 _blas_limiter = None  # threadpoolctl's limiter while there are some: it restores the count the last one found
@@ -82,7 +85,7 @@ def single_threaded_blas() -> Iterator[None]:
         if _blas_users == 0:
             from threadpoolctl import threadpool_limits
 
-            _blas_limiter = threadpool_limits(1, user_api="blas")
+            _blas_limiter = _from_any_thread(lambda: threadpool_limits(1, user_api="blas"))
         _blas_users += 1
     try:
         yield
@@ -90,5 +93,28 @@ def single_threaded_blas() -> Iterator[None]:
         with _blas_lock:
             _blas_users -= 1
             if _blas_users == 0:
-                _blas_limiter.restore_original_limits()
+                _from_any_thread(_blas_limiter.restore_original_limits)
                 _blas_limiter = None
+
+
+def _from_any_thread(change: Callable[[], _T]) -> _T:
+    """``change()`` of OpenBLAS's thread count, made whatever thread set it last.
+
+    threadpoolctl (3.8 on) lets one thread at a time set a pthreads
+    OpenBLAS's count, and only its context managers give that right up:
+    our blocks, counted over every thread, set it in one thread and may
+    restore it in another, and without this the thread of a first call
+    (the main one, say) kept the right, and every later call from another
+    thread (napari's workers, Dask's) silently left OpenBLAS's threads on.
+    The right is given up again at once, for the next caller, ours or not.
+    """
+    import threadpoolctl
+
+    clear = getattr(getattr(threadpoolctl, "OpenBLASController", None), "clear_controlling_thread", None)
+    if clear is not None:
+        clear(force=True)
+    try:
+        return change()
+    finally:
+        if clear is not None:
+            clear(force=True)

@@ -196,17 +196,44 @@ def test_codes_do_not_depend_on_the_threads(masked, rng, monkeypatch):
         np.testing.assert_array_equal(c, codes[0])
 
 
+def _blas_threads() -> list[int]:
+    """Threads of each pthreads BLAS (an OpenMP build's count is each thread's own: SPAMS's OpenBLAS)."""
+    from threadpoolctl import threadpool_info
+
+    return [i["num_threads"] for i in threadpool_info()
+            if i["user_api"] == "blas" and i.get("threading_layer") != "openmp"]
+
+
+def test_blas_is_on_one_thread_in_a_call_from_another_thread_after_one_from_the_main_thread(problem):
+    # threadpoolctl (3.8 on) lets one thread at a time set OpenBLAS's threads, and only its context managers give
+    # that up: a first call in the main thread kept it, and the limit of every later call from another thread
+    # (napari's workers, Dask's) silently did nothing. OpenBLAS's threads then spun beside ours
+    import threading
+
+    tree, D, X = problem
+    before = _blas_threads()
+    sparse_encode(X, D, lam=0.2, tree=tree)  # in the main thread, first
+    seen = []
+
+    def progress(done, total):
+        seen.append(_blas_threads())
+
+    worker = threading.Thread(target=sparse_encode, args=(X, D), kwargs={"lam": 0.2, "tree": tree,
+                                                                           "progress": progress})
+    worker.start()
+    worker.join()
+    assert seen and all(n == [1] * len(before) for n in seen)
+    assert _blas_threads() == before
+    sparse_encode(X, D, lam=0.2, tree=tree, progress=progress)  # the main thread again, after the worker's call
+    assert seen[-1] == [1] * len(before) and _blas_threads() == before
+
+
 def test_overlapping_calls_keep_blas_at_one_thread_and_restore_it(problem):
     # the coders of two threads overlap (A starts, B starts, A ends, B ends): B must still code with BLAS on one
     # thread after A ended, and the caller's BLAS threads must be back as they were once both ended
     import threading
 
-    from threadpoolctl import threadpool_info
-
-    def blas_threads():  # an OpenMP build's count is each thread's own (SPAMS's OpenBLAS): not comparable
-        return [i["num_threads"] for i in threadpool_info()
-                if i["user_api"] == "blas" and i.get("threading_layer") != "openmp"]
-
+    blas_threads = _blas_threads
     tree, D, X = problem
     before = blas_threads()
     a_inside, b_inside, a_done = threading.Event(), threading.Event(), threading.Event()
