@@ -222,6 +222,9 @@ def check_image_layout(shape: Sequence[int], dtype: Any, *, name: str = "image",
     ndim = len(shape)
     if dtype.kind not in "biuf":
         raise ValueError(f"{name} must be a real numeric array (bool, integer or float), got dtype {dtype}")
+    if dtype.kind == "f" and dtype.itemsize > 8:
+        raise ValueError(f"{name} has dtype {dtype}, wider than the kernels compute in: use float64, float32 or "
+                         "float16")
     axis = check_channel_axis(channel_axis, max(ndim, 1))
     need = spatial + (axis is not None)
     if ndim < need or (exact and ndim != need):
@@ -269,7 +272,9 @@ def check_image(image: ArrayLike, *, name: str = "image", channel_axis: Any = No
     axis = check_image_layout(arr.shape, arr.dtype, name=name, channel_axis=channel_axis, spatial=spatial,
                               exact=exact, min_side=min_side)
     if arr.dtype.kind == "f":
-        out = arr.astype(np.float32) if arr.dtype == np.float16 else (arr.copy() if copy else arr)
+        native = arr.dtype.newbyteorder("=")  # the kernels read floats in this machine's byte order (FITS: big-endian)
+        out = arr.astype(np.float32) if arr.dtype == np.float16 else arr.astype(native) if arr.dtype != native \
+            else (arr.copy() if copy else arr)
     else:
         from skimage.util import img_as_float
 

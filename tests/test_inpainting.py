@@ -578,3 +578,34 @@ def test_training_positions_are_a_uniform_sample_of_the_usable_ones_without_repe
     assert stats.chisquare(hits[where]).pvalue > 1e-3  # each usable position as often as any other
     r, c = _draw_positions(where, 10 * count, rng)  # more wanted than there are: each one once
     assert len(r) == count and where[r, c].all() and len(set(zip(r.tolist(), c.tolist(), strict=True))) == count
+
+
+def test_big_endian_floats_are_inpainted_as_native_ones_and_keep_their_dtype():
+    # FITS data (astropy) is big-endian: numba's kernels refused it with a TypingError
+    rng = np.random.default_rng(0)
+    img = rng.random((48, 48)).astype(np.float32)
+    mask = np.zeros((48, 48), bool)
+    mask[20:23, 5:40] = True
+    want = inpaint(img, mask, n_passes=2, n_group_passes=1)
+    got = inpaint(img.astype(">f4"), mask, n_passes=2, n_group_passes=1)
+    assert got.dtype == np.dtype(">f4")
+    np.testing.assert_array_equal(got, want)
+
+
+def test_floats_wider_than_64_bits_are_refused_naming_the_dtype():
+    img = np.zeros((16, 16), np.longdouble)
+    if img.dtype.itemsize <= 8:  # pragma: no cover - a platform whose long double is a double
+        pytest.skip("long double is float64 here")
+    with pytest.raises(ValueError, match=r"image has dtype float(96|128).*use float64, float32 or float16"):
+        inpaint(img, np.eye(16, dtype=bool))
+
+
+def test_a_huge_nodata_value_in_the_holes_is_never_read():
+    # GDAL's float32 nodata in the holes, known pixels under 0.5: dividing it by the work unit overflowed
+    rng = np.random.default_rng(0)
+    img = (rng.random((64, 64, 3)) * 0.4).astype(np.float32)
+    mask = np.zeros((64, 64), bool)
+    mask[20:24, 10:50] = True
+    img[mask] = np.finfo(np.float32).min
+    out = inpaint(img, mask, channel_axis=-1, n_passes=2, n_group_passes=1)  # warnings are errors in the suite
+    assert np.isfinite(out).all() and np.array_equal(out[~mask], img[~mask])

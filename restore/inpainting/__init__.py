@@ -263,10 +263,9 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     steps = Steps(progress, len(copy_bands) + n_learn + n_bands * (n_ch + 1) + n_cycles + n_batches + n_groups
                   + n_prior + n_resolve, start=True)
     # the work copy of the image, band by band after the first report: at 16 MP its pages alone take half a second
-    work = np.empty_like(job.image)
-    for r0, r1, _, _ in copy_bands:
-        np.divide(job.image[r0:r1], job.unit, out=work[r0:r1])  # known values of magnitude 1 to 2
-        np.copyto(work[r0:r1], 0, where=run[r0:r1, :, None])  # missing ones unread (NaN, say)
+    work = np.zeros_like(job.image)
+    for r0, r1, _, _ in copy_bands:  # known values of magnitude 1 to 2; missing ones 0, unread (NaN, nodata, say)
+        np.divide(job.image[r0:r1], job.unit, out=work[r0:r1], where=~run[r0:r1, :, None])
         steps()
 
     # 1. the dictionary, adapted to the image when it has enough complete patches (text, scratches): fitted on a
