@@ -98,23 +98,22 @@ def single_threaded_blas() -> Iterator[None]:
 
 
 def _from_any_thread(change: Callable[[], _T]) -> _T:
-    """``change()`` of OpenBLAS's thread count, made whatever thread set it last.
+    """``change()`` of OpenBLAS's thread count, the right to make it given up at once for the next caller.
 
     threadpoolctl (3.8 on) lets one thread at a time set a pthreads
     OpenBLAS's count, and only its context managers give that right up:
     our blocks, counted over every thread, set it in one thread and may
-    restore it in another, and without this the thread of a first call
-    (the main one, say) kept the right, and every later call from another
-    thread (napari's workers, Dask's) silently left OpenBLAS's threads on.
-    The right is given up again at once, for the next caller, ours or not.
+    restore it in another, and the thread of a first call (the main one,
+    say) kept the right, so that every later call from another thread
+    (napari's workers, Dask's) silently left OpenBLAS's threads on. Only
+    a right this thread holds is given up: another thread inside its own
+    ``threadpool_limits`` keeps its own.
     """
     import threadpoolctl
 
-    clear = getattr(getattr(threadpoolctl, "OpenBLASController", None), "clear_controlling_thread", None)
-    if clear is not None:
-        clear(force=True)
     try:
         return change()
     finally:
+        clear = getattr(getattr(threadpoolctl, "OpenBLASController", None), "clear_controlling_thread", None)
         if clear is not None:
-            clear(force=True)
+            clear()
