@@ -209,7 +209,8 @@ def _inpaint(viewer, w, wait) -> None:
         holes = (io.imread(SHARED / "masks" / f"{mask}.png") > 127).astype(np.uint8)
         if not rows:  # numba's compilation out of the timings (bench_first_call times it): a call on a crop
             t0 = time.perf_counter()
-            restore.inpaint(photo[:WARM_SIDE, :WARM_SIDE], holes[:WARM_SIDE, :WARM_SIDE] > 0, channel_axis=-1)
+            crop = photo[:WARM_SIDE, :WARM_SIDE].astype(np.float32)  # the widget's dtype for uint8: float32
+            restore.inpaint(crop, holes[:WARM_SIDE, :WARM_SIDE] > 0, channel_axis=-1)
             print(f"first inpaint call, on a {WARM_SIDE}x{WARM_SIDE} crop (numba's compilation): "
                   f"{time.perf_counter() - t0:.1f} s")
         layer = viewer.add_image(photo, name=image, rgb=True)
