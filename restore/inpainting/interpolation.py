@@ -302,11 +302,13 @@ def _biharmonic_band(img: np.ndarray, missing: np.ndarray, steps: Steps | None =
         # the regions are independent blocks of A: factor them in chunks of whole regions (memory, Cancel)
         del L, known_part
         order = np.argsort(regions, kind="stable")
+        # block diagonal once its rows and columns are in region order: each chunk's block is a slice of it
+        A = A[order][:, order].tocsc()
         values = np.empty((len(unknown), n_ch))
         for i0, i1 in _chunks(regions[order], _DIRECT_CHUNK):
             sel = order[i0:i1]
             # A is symmetric positive definite: diagonal pivots (no search), an ordering of A's own graph
-            lu = splu(A[sel][:, sel].tocsc(), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+            lu = splu(A[i0:i1, i0:i1], permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
                       options={"SymmetricMode": True})
             values[sel] = lu.solve(np.ascontiguousarray(rhs[sel]))
             if steps is not None:
