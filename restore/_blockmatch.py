@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._core_blockmatch import match_many, match_one
+from ._core_blockmatch import match_many, match_one, match_pixels_many
 
-# match_one is re-exported: restore._core_inpaint imports it from here
-__all__ = ["block_match", "match_many", "match_one"]
+# the kernels are re-exported: the non-local passes of inpainting call them from here
+__all__ = ["block_match", "match_many", "match_one", "match_pixels_many"]
 
 
 def block_match(features: np.ndarray, refs: np.ndarray, half_window: tuple[int, int, int],

@@ -1,15 +1,15 @@
 """Kernels of non-local inpainting: the steps of coding groups of similar patches jointly with masked data.
 
 :mod:`restore.inpainting.grouping` strings them together per chunk of
-reference patches: the matching (:func:`restore._blockmatch.match_many`, the
-project's one block matcher, on :func:`patch_features`), :func:`gather_groups`,
+reference patches: the matching (:func:`restore._blockmatch.match_pixels_many`,
+the project's one block matcher, on the patches' pixels), :func:`gather_groups`,
 then FISTA steps of the group transform (matrix products, in the caller), the
 prox of the tree-l2 norm (:func:`restore._core.prox_tree_l2`, the kernel of
 :func:`restore.prox`) and :func:`fista_step`, and :func:`aggregate`.
 :func:`scatter_patches` averages the passes of patch coding
 (:mod:`restore.inpainting.patches`). Small kernels, not one fused one: each
-compiles in well under a second, and the matching and the prox reuse the
-kernels the denoiser and the coder compile.
+compiles in well under a second, and the prox reuses the kernel the
+denoiser and the coder compile.
 
 Kernels use the flags of :mod:`restore._config` (``cache=True``,
 ``nogil=True``: callers run them on their own threads).
@@ -21,28 +21,6 @@ import numpy as np
 from numba import njit
 
 from ._config import JIT
-
-
-@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def patch_features(L, o0a, o0b, p, step, out):
-    """Features of the patches of ``L`` (H, W) with first origin index in [o0a, o0b): out (n, 1, d, W - p + 1).
-
-    The features are the means of the ``step`` x ``step`` blocks of the
-    patch (``step`` = 1: its pixels), ``d = (p // step)**2``.
-    """
-    n2 = L.shape[1] - p + 1
-    q = p // step
-    inv = 1.0 / (step * step)
-    for o0 in range(o0a, o0b):
-        for bi in range(q):
-            for bj in range(q):
-                f = bi * q + bj
-                for o2 in range(n2):
-                    s = 0.0
-                    for i in range(step):
-                        for j in range(step):
-                            s += L[o0 + bi * step + i, o2 + bj * step + j]
-                    out[o0 - o0a, 0, f, o2] = s * inv
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT

@@ -4,6 +4,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from restore import Cancelled, denoise_wavelet_tree, prox
 from restore._blockmatch import block_match
@@ -123,6 +125,29 @@ def test_block_matching_equals_a_brute_force_search(seed):
         np.testing.assert_array_equal(idx[i, :counts[i]], want_idx)
         np.testing.assert_allclose(dist[i, :counts[i]], want_dist, rtol=1e-5, atol=1e-6)
         assert tuple(idx[i, 0]) == tuple(r) and dist[i, 0] == 0.0
+
+
+@given(st.integers(4, 30), st.integers(4, 40), st.sampled_from([2, 3, 4, 8]), st.integers(0, 6), st.integers(0, 11),
+       st.sampled_from([1, 2, 8, 16]), st.booleans(), st.integers(0, 2**32 - 1))
+@settings(max_examples=60, deadline=None)
+def test_pixel_matching_is_the_matching_of_the_patches_pixel_array(h, w, p, h0, h2, k, ties, seed):
+    # the non-local inpainting passes compare patches pixel by pixel, without the array of p*p shifted copies of the
+    # plane: the same matches, in the same order, and the same distances, to the bit
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    from restore._core_blockmatch import match_pixels_many
+
+    assume(p <= min(h, w))
+    rng = np.random.default_rng(seed)
+    L = (rng.integers(0, 3, (h, w)) if ties else rng.standard_normal((h, w))).astype(np.float32)
+    F = np.ascontiguousarray(sliding_window_view(L, (p, p)).reshape(h - p + 1, w - p + 1, p * p)
+                             .transpose(0, 2, 1)[:, None])  # (n0, 1, p*p, n2)
+    refs = np.stack([rng.integers(0, h - p + 1, 6), rng.integers(0, w - p + 1, 6)], axis=1)
+    want = block_match(F, np.insert(refs, 1, 0, axis=1), (h0, 0, h2), k)
+    idx, dist, counts = np.zeros((6, k, 3), np.int64), np.zeros((6, k)), np.zeros(6, np.int64)
+    match_pixels_many(L, refs, p, h0, h2, k, idx, dist, counts)
+    for got, exp in zip((idx, dist, counts), want, strict=True):
+        np.testing.assert_array_equal(got, exp)
 
 
 def test_the_reference_leads_its_group_even_among_equal_patches():

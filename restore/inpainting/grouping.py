@@ -16,10 +16,9 @@ The kernels are in :mod:`restore._core_inpaint`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 
@@ -31,11 +30,7 @@ __all__ = ["GroupSettings", "group_passes", "n_group_steps", "plan_references"]
 
 log = logging.getLogger("restore.inpainting")
 
-_CHUNK_REFS = 64  # reference patches per chunk: one progress step, a few numba calls; a strip of thin text has 2+
-_STRIP_ROWS = 48  # rows of reference origins per strip, at least: a strip's features (plus the window) are in memory
-# ... and more while a strip's features stay under this (bytes): a photo of a few MP is one or a few strips, so
-# its passes compute no window rows twice and keep every core busy without a wait per strip; 16 MP: 48 rows
-_STRIP_BYTES = 64 << 20
+_CHUNK_REFS = 64  # reference patches per chunk: one progress step, a few numba calls
 # passes that code every reference patch; from then on, a reference is coded only while one of its missing pixels
 # moved by at least _SETTLED (times the sd of the known luminance) in the last pass that coded it
 _SETTLE_PASSES = 1
@@ -57,8 +52,6 @@ class GroupSettings:
         Side of the search window, pixels (odd).
     stride : int
         Step of the grid of reference patches, pixels.
-    step : int
-        Side of the blocks whose means are the matching features (1: every pixel).
     n_inner : int
         FISTA steps per group and pass (more pull the missing pixels further towards the group's consensus:
         better on repeated structure, worse where there is none).
@@ -80,7 +73,6 @@ class GroupSettings:
     k: int = 8
     window: int = 21
     stride: int = 8
-    step: int = 1
     n_inner: int = 8
     bands: int = 2
     lams: tuple[float, float] = (0.003, 0.001)
@@ -113,25 +105,9 @@ def plan_references(missing: np.ndarray, s: GroupSettings, gen: np.random.Genera
     return [_references(missing, s, gen, touching) for _ in range(s.n_passes)]
 
 
-def _strip_rows(width: int, s: GroupSettings) -> int:
-    """Rows of reference origins per strip on an image ``width`` pixels wide (see ``_STRIP_BYTES``)."""
-    per_row = max(1, width - s.patch + 1) * (s.patch // s.step) ** 2 * np.dtype(np.float32).itemsize
-    return max(_STRIP_ROWS, _STRIP_BYTES // per_row - 2 * (s.window // 2))
-
-
-def _strips(refs: np.ndarray, n0: int, rows: int) -> Iterator[tuple[int, int, np.ndarray]]:
-    """Strips of ``rows`` rows of reference origins that hold references: (first, end, their references)."""
-    for r_lo in range(0, n0, rows):
-        r_hi = min(n0, r_lo + rows)
-        sel = refs[(refs[:, 0] >= r_lo) & (refs[:, 0] < r_hi)]
-        if len(sel):
-            yield r_lo, r_hi, sel
-
-
 def n_group_steps(plan: list[np.ndarray], shape: tuple[int, int], s: GroupSettings) -> int:
-    """Progress steps of :func:`group_passes` on ``plan`` in an image of ``shape``: per strip, features and chunks."""
-    n0, rows = shape[0] - s.patch + 1, _strip_rows(shape[1], s)
-    return sum(1 + -(-len(sel) // _CHUNK_REFS) for refs in plan for _, _, sel in _strips(refs, n0, rows))
+    """Progress steps of :func:`group_passes` on ``plan`` in an image of ``shape``: its chunks of references."""
+    return sum(-(-len(refs) // _CHUNK_REFS) for refs in plan)
 
 
 def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: list[np.ndarray], *,
@@ -182,7 +158,7 @@ def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: lis
             refs = refs[(gather(moved, refs[:, 0], refs[:, 1], s.patch) >= settled).any(axis=1)]
         if k == 0 and pilot is not None and promising is not None:
             first = gather(pilot, refs[:, 0], refs[:, 1], s.patch).any(axis=1)
-            num, den = pass_.run(refs[first], float(lam), keep=True)
+            num, den = pass_.run(refs[first], float(lam))
             kept = U[:, missing]
             update(num, den, False)
             if not promising():
@@ -191,8 +167,8 @@ def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: lis
                 budget.start(n_group_steps(plan[1:], missing.shape, s))
                 budget.finish()
                 break
-            U[:, missing] = kept  # as the pilot found it: its last strip's features hold
-            num_b, den_b = pass_.run(refs[~first], float(lam), reuse=True)
+            U[:, missing] = kept  # the rest of the pass matches on the estimate the pilot found
+            num_b, den_b = pass_.run(refs[~first], float(lam))
             num += num_b
             den += den_b
             del num_b, den_b, kept
@@ -217,7 +193,7 @@ class _Budget:
         if self.left > 0:
             self.left -= 1
             self.progress()
-        elif hasattr(self.progress, "tick"):  # a step beyond the count (a pilot's strip): a chance to cancel
+        elif hasattr(self.progress, "tick"):  # a step beyond the count (a pass run in two): a chance to cancel
             self.progress.tick()
 
     def start(self, n: int) -> None:
@@ -244,7 +220,7 @@ def _haar_matrix(k: int) -> np.ndarray:
 
 
 class _Pass:
-    """One pass of :func:`group_passes`: strips of reference rows, their features, chunks of references."""
+    """One pass of :func:`group_passes`: chunks of references, matched on the estimate as the pass found it."""
 
     def __init__(self, U, missing, s, pool, n_threads, tick) -> None:
         self.U, self.s, self.pool, self.n_threads, self.tick = U, s, pool, n_threads, tick
@@ -260,22 +236,14 @@ class _Pass:
         g = np.exp(-0.5 * ((np.arange(p) - (p - 1) / 2) / (_WINDOW_SD * p)) ** 2)
         self.win = np.ascontiguousarray(np.outer(g, g))
         self.known = np.ascontiguousarray(~missing).view(np.uint8)
-        self.rows = _strip_rows(missing.shape[1], s)
-        self.kept: tuple[int, int] | None = None  # the rows of the last strip's features, for the next run
-        self.buf: np.ndarray | None = None  # the features of the strip at hand (see features)
+        # the luminance the patches are matched on, in float32 (the matching's arithmetic: twice as many
+        # candidates a vector instruction), copied at each run; 4 bytes a pixel
+        self.L = np.empty(U.shape[1:], dtype=np.float32)
 
-    def run(self, refs: np.ndarray, lam: float, *, keep: bool = False,
-            reuse: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """The sums of the weighted reconstructions (C, H, W) and of their weights (H, W).
-
-        ``keep``: the last strip's features are kept for the next run;
-        ``reuse``: that run reads them where its strip is the same (the
-        caller guarantees the estimate has not changed in between).
-        """
+    def run(self, refs: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
+        """The sums of the weighted reconstructions (C, H, W) and of their weights (H, W) of ``refs``' groups."""
         C, H, W = self.U.shape
-        p, h = self.s.patch, self.s.window // 2
-        n0 = H - p + 1
-        kept, self.kept = (self.kept if reuse else None), None
+        np.copyto(self.L, self.U[0])
         num = np.zeros((C, H, W), dtype=np.float32)  # chunks add in float64 buffers; memory of 16 MP photos
         den = np.zeros((H, W), dtype=np.float32)
 
@@ -285,39 +253,11 @@ class _Pass:
             den[b0:b0 + bden.shape[0], b1:b1 + bden.shape[1]] += bden
             self.tick()
 
-        rows = None
-        for r_lo, r_hi, sel in _strips(refs, n0, self.rows):
-            rows = max(0, r_lo - h), min(n0, r_hi + h)
-            if rows == kept:  # the features in the buffer are this strip's
-                F = self.buf[:rows[1] - rows[0]]
-                self.tick()
-            else:
-                F = self.features(*rows)
-            kept = None
-            run_ordered(self.pool, (self.task(sel[i:i + _CHUNK_REFS], F, rows[0], lam)
-                                 for i in range(0, len(sel), _CHUNK_REFS)), add, self.n_threads)
-        if keep:
-            self.kept = rows
+        run_ordered(self.pool, (self.task(refs[i:i + _CHUNK_REFS], lam) for i in range(0, len(refs), _CHUNK_REFS)),
+                    add, self.n_threads)
         return num, den
 
-    def features(self, f0: int, f1: int) -> np.ndarray:
-        """Matching features of the origins of rows [f0, f1) (see :func:`restore._core_inpaint.patch_features`).
-
-        They are written into the pass's buffer: valid until the next call.
-        """
-        p, step, L = self.s.patch, self.s.step, self.U[0]
-        if self.buf is None:  # one buffer for every strip and pass: a fresh one is page-faulted in at each use
-            n_rows = min(L.shape[0] - p + 1, self.rows + 2 * (self.s.window // 2))
-            self.buf = np.empty((n_rows, 1, (p // step) ** 2, L.shape[1] - p + 1), dtype=np.float32)
-        F = self.buf[:f1 - f0]
-        cuts = np.linspace(f0, f1, self.n_threads + 1).astype(np.int64)
-        run_ordered(self.pool, (partial(_core_inpaint.patch_features, L, a, b, p, step, F[a - f0:b - f0])
-                             for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a),
-                 lambda _: None, self.n_threads)
-        self.tick()
-        return F
-
-    def task(self, rs: np.ndarray, F: np.ndarray, f0: int, lam: float) -> Callable[[], tuple]:
+    def task(self, rs: np.ndarray, lam: float) -> Callable[[], tuple]:
         """The chunk of references ``rs``: match, code, aggregate into its own buffers."""
         C, H, W = self.U.shape
         s, t = self.s, self.tree
@@ -329,11 +269,9 @@ class _Pass:
 
         def run():
             n = len(rs)
-            refs3 = np.zeros((n, 3), dtype=np.int64)
-            refs3[:, 0] = rs[:, 0] - f0
-            refs3[:, 2] = rs[:, 1]
             idx = np.empty((n, s.k, 3), dtype=np.int64)
-            _blockmatch.match_many(F, refs3, h, 0, h, s.k, idx, np.empty((n, s.k)), np.empty(n, dtype=np.int64))
+            _blockmatch.match_pixels_many(self.L, rs, p, h, h, s.k, idx, np.empty((n, s.k)),
+                                          np.empty(n, dtype=np.int64))
             bnum = np.zeros((C, e0 - b0, e1 - b1))
             bden = np.zeros((e0 - b0, e1 - b1))
             kq = s.k * p * p
@@ -346,7 +284,7 @@ class _Pass:
             work = np.empty((4, max(len(t.parent), kq)))
             iwork = np.empty((2, max(len(t.parent), kq)), dtype=np.int64)
             for ch in range(C):
-                _core_inpaint.gather_groups(self.U[ch], self.known, idx, f0, X, Kn)
+                _core_inpaint.gather_groups(self.U[ch], self.known, idx, 0, X, Kn)
                 Y, R = X.copy(), X.copy()
                 step = 1.0
                 for it in range(s.n_inner):
@@ -362,7 +300,7 @@ class _Pass:
                         nxt = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * step * step))
                         _core_inpaint.fista_step(X, Y, Kn, R, (step - 1.0) / nxt)
                         step = nxt
-                _core_inpaint.aggregate(X, idx, f0, self.win, w, bnum[ch], bden if ch == 0 else
+                _core_inpaint.aggregate(X, idx, 0, self.win, w, bnum[ch], bden if ch == 0 else
                                         np.zeros_like(bden), b0, b1)
             return b0, b1, bnum, bden
         return run
