@@ -22,7 +22,9 @@ method). Prints aligned tables; ``--json PATH`` also writes every number.
      (``cv2.INPAINT_TELEA``), converted back to float / 255.
 
    One row per case (PSNR of each method, ours minus biharmonic, wall times
-   from :func:`time.perf_counter`), then the averages per mask kind.
+   from :func:`time.perf_counter`: on cases where ours takes under
+   ``TIME_AGAIN_S``, the medians of ``TIME_RUNS`` more runs of ours and of
+   biharmonic, alternately), then the averages per mask kind.
    Requirements (issue 30), on the averages over the images: text1: ours >=
    biharmonic + 1.0 dB; the average of rand70 and rand90: ours >= biharmonic +
    1.5 dB; on text masks, ours in at most 5x biharmonic's wall time (same
@@ -98,6 +100,10 @@ MASKS = ["text1", "rand70", "rand90"]
 MARGINS = {"text1": 1.0, "rand70": 1.5, "rand90": 1.5}
 RANDOM_KINDS = ("rand70", "rand90")
 REQ_TEXT_RATIO = 5.0  # a text mask: at most this many times biharmonic's wall time, same run, warm (issue 30)
+# a case whose first run of ours took under TIME_AGAIN_S (s) is timed again: ours and biharmonic alternately,
+# TIME_RUNS times each, the medians being the figures (one run of a second or less varies by a fifth)
+TIME_AGAIN_S = 3.0
+TIME_RUNS = 5
 SCALE_IMAGE, SCALE_MASK = "seeding", "text04"
 REQ_SCALE_RATIO = 3.0  # the large photo: at most this many times biharmonic's wall time (issue 30)
 REQ_SCALE_BYTES = 1.5 * 1024**3  # ... at no more than this peak (issue 30)
@@ -248,6 +254,12 @@ def bench_quality(args: argparse.Namespace) -> dict:
                 row["bih_db"] = masked_psnr(out, img, mask)
             row["diff_db"] = row["ours_db"] - row["bih_db"]
             row["ours_cpu_s"] = row["ours_log"]["cpu_s"]
+            if row["ours_s"] < TIME_AGAIN_S and not args.skip_biharmonic:
+                runs = [(run_ours(img, mask, args.stride), run_biharmonic(img, mask)) for _ in range(TIME_RUNS)]
+                row["ours_s"] = float(np.median([o[1] for o, _ in runs]))
+                row["ours_cpu_s"] = float(np.median([o[2]["cpu_s"] for o, _ in runs]))
+                row["bih_s"] = float(np.median([b[1] for _, b in runs]))
+                row["bih_cpu_s"] = float(np.median([b[2] for _, b in runs]))
             row["time_ratio"] = row["ours_s"] / row["bih_s"]
             rows.append(row)
     summary = []
