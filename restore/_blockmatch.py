@@ -25,7 +25,7 @@ import numpy as np
 
 from ._core_blockmatch import match_many, match_one, match_pixels_many
 
-# the kernels are re-exported: the non-local passes of inpainting call them from here
+# re-exported: the non-local passes of inpainting call match_pixels_many from here
 __all__ = ["block_match", "match_many", "match_one", "match_pixels_many"]
 
 

@@ -105,15 +105,19 @@ def _from_any_thread(change: Callable[[], _T]) -> _T:
     our blocks, counted over every thread, set it in one thread and may
     restore it in another, and the thread of a first call (the main one,
     say) kept the right, so that every later call from another thread
-    (napari's workers, Dask's) silently left OpenBLAS's threads on. Only
-    a right this thread holds is given up: another thread inside its own
-    ``threadpool_limits`` keeps its own.
+    (napari's workers, Dask's) silently left OpenBLAS's threads on. A
+    right held before the change (a caller's own ``threadpool_limits``)
+    stays with its holder; while a live thread keeps one outside any
+    ``with`` block, this change does nothing, as threadpoolctl decides.
     """
     import threadpoolctl
 
+    controller = getattr(threadpoolctl, "OpenBLASController", None)
+    state = getattr(controller, "_SHARED_STATE", None)  # threadpoolctl 3.8 on
+    before = getattr(state, "controlling_thread", None)
     try:
         return change()
     finally:
-        clear = getattr(getattr(threadpoolctl, "OpenBLASController", None), "clear_controlling_thread", None)
-        if clear is not None:
-            clear()
+        # the right is given up if this change took it (free, or its holder gone): a right held before stays
+        if state is not None and (before is None or not before.is_alive()):
+            controller.clear_controlling_thread()

@@ -2,7 +2,7 @@
 
 :mod:`restore.inpainting.grouping` strings them together per chunk of
 reference patches: the matching (:func:`restore._blockmatch.match_pixels_many`,
-the project's one block matcher, on the patches' pixels), :func:`gather_groups`,
+the block matcher on the patches' pixels), :func:`gather_groups`,
 then FISTA steps of the group transform (matrix products, in the caller), the
 prox of the tree-l2 norm (:func:`restore._core.prox_tree_l2`, the kernel of
 :func:`restore.prox`) and :func:`fista_step`, and :func:`aggregate`.
@@ -24,8 +24,8 @@ from ._config import JIT
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def gather_groups(U, known, idx, soff, X, Kn):
-    """The patches of the groups ``idx`` (n, k, 3) (first index relative to ``soff``) of ``U`` (H, W) into X (n, k p^2).
+def gather_groups(U, known, idx, X, Kn):
+    """The patches of the groups ``idx`` (n, k, 3) of ``U`` (H, W) into X (n, k p^2).
 
     ``Kn`` receives the patches of ``known`` (uint8, 1 where known).
     """
@@ -34,7 +34,7 @@ def gather_groups(U, known, idx, soff, X, Kn):
     q = p * p
     for i in range(n):
         for m in range(k):
-            r0, c0 = idx[i, m, 0] + soff, idx[i, m, 2]
+            r0, c0 = idx[i, m, 0], idx[i, m, 2]
             for a in range(p):
                 for b in range(p):
                     X[i, m * q + a * p + b] = U[r0 + a, c0 + b]
@@ -59,7 +59,7 @@ def fista_step(X, Y, Kn, R, beta):
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
-def aggregate(X, idx, soff, win, w, bnum, bden, b0, b1):
+def aggregate(X, idx, win, w, bnum, bden, b0, b1):
     """Add ``w[i] * win *`` each patch of the groups X at its place in ``bnum``, and ``w[i] * win`` in ``bden``.
 
     The buffers' pixel (0, 0) is the global ``(b0, b1)``; ``idx`` as in
@@ -70,7 +70,7 @@ def aggregate(X, idx, soff, win, w, bnum, bden, b0, b1):
     q = p * p
     for i in range(n):
         for m in range(k):
-            r0, c0 = idx[i, m, 0] + soff - b0, idx[i, m, 2] - b1
+            r0, c0 = idx[i, m, 0] - b0, idx[i, m, 2] - b1
             for a in range(p):
                 for b in range(p):
                     ww = w[i] * win[a, b]

@@ -273,7 +273,7 @@ def check_image(image: ArrayLike, *, name: str = "image", channel_axis: Any = No
                               exact=exact, min_side=min_side)
     if arr.dtype.kind == "f":
         native = arr.dtype.newbyteorder("=")  # the kernels read floats in this machine's byte order (FITS: big-endian)
-        out = arr.astype(np.float32) if arr.dtype == np.float16 else arr.astype(native) if arr.dtype != native \
+        out = arr.astype(np.float32) if native == np.float16 else arr.astype(native) if arr.dtype != native \
             else (arr.copy() if copy else arr)
     else:
         from skimage.util import img_as_float

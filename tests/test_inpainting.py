@@ -586,10 +586,12 @@ def test_big_endian_floats_are_inpainted_as_native_ones_and_keep_their_dtype():
     img = rng.random((48, 48)).astype(np.float32)
     mask = np.zeros((48, 48), bool)
     mask[20:23, 5:40] = True
-    want = inpaint(img, mask, n_passes=2, n_group_passes=1)
-    got = inpaint(img.astype(">f4"), mask, n_passes=2, n_group_passes=1)
-    assert got.dtype == np.dtype(">f4")
-    np.testing.assert_array_equal(got, want)
+    for dtype in (">f4", ">f2"):
+        native = np.dtype(dtype).newbyteorder("=")
+        want = inpaint(img.astype(native), mask, n_passes=2, n_group_passes=1)
+        got = inpaint(img.astype(dtype), mask, n_passes=2, n_group_passes=1)
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(got, want)
 
 
 def test_floats_wider_than_64_bits_are_refused_naming_the_dtype():

@@ -255,7 +255,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     n_batches = sum(-(-len(r) // pass_batch(len(r), job.batch_size)) for r, _ in grids)
     plan = plan_references(run, job.groups, gen, touching if job.groups.patch == job.patch_size else None)
     del touching
-    n_groups = n_group_steps(plan, M.shape, job.groups)
+    n_groups = n_group_steps(plan)
     n_resolve = 0 if held is None else n_bands * n_ch  # the interpolant again, with the held-out pixels known
     dense = job.prior  # heavy random loss: the non-local denoiser iterated as a prior ends the recipe
     n_prior = prior_steps(M.shape, n_ch) if dense else 0
@@ -263,7 +263,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     steps = Steps(progress, len(copy_bands) + n_learn + n_bands * (n_ch + 1) + n_cycles + n_batches + n_groups
                   + n_prior + n_resolve, start=True)
     # the work copy of the image, band by band after the first report: at 16 MP its pages alone take half a second
-    work = np.zeros_like(job.image)
+    work = np.zeros(job.image.shape, job.image.dtype)  # its pages untouched until each band is written
     for r0, r1, _, _ in copy_bands:  # known values of magnitude 1 to 2; missing ones 0, unread (NaN, nodata, say)
         np.divide(job.image[r0:r1], job.unit, out=work[r0:r1], where=~run[r0:r1, :, None])
         steps()
@@ -355,7 +355,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
             else:
                 worse += 1
             if worse >= (_PATIENCE if clustered else _PATIENCE_SCATTERED) and k + 1 < len(plan):
-                steps(n_group_steps(plan[k + 1:], M.shape, job.groups))
+                steps(n_group_steps(plan[k + 1:]))
                 return False
             return True
 

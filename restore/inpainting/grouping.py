@@ -105,8 +105,8 @@ def plan_references(missing: np.ndarray, s: GroupSettings, gen: np.random.Genera
     return [_references(missing, s, gen, touching) for _ in range(s.n_passes)]
 
 
-def n_group_steps(plan: list[np.ndarray], shape: tuple[int, int], s: GroupSettings) -> int:
-    """Progress steps of :func:`group_passes` on ``plan`` in an image of ``shape``: its chunks of references."""
+def n_group_steps(plan: list[np.ndarray]) -> int:
+    """Progress steps of :func:`group_passes` on ``plan``: its chunks of references."""
     return sum(-(-len(refs) // _CHUNK_REFS) for refs in plan)
 
 
@@ -152,7 +152,7 @@ def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: lis
             u[idx[ok]] = new
 
     for k, (lam, refs) in enumerate(zip(lams, plan, strict=True)):
-        budget.start(n_group_steps([refs], missing.shape, s))
+        budget.start(n_group_steps([refs]))
         if settle and k >= _SETTLE_PASSES:
             # references whose missing pixels all moved less than the threshold last time have settled
             refs = refs[(gather(moved, refs[:, 0], refs[:, 1], s.patch) >= settled).any(axis=1)]
@@ -164,7 +164,7 @@ def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: lis
             if not promising():
                 U[:, missing] = kept
                 budget.finish()
-                budget.start(n_group_steps(plan[1:], missing.shape, s))
+                budget.start(n_group_steps(plan[1:]))
                 budget.finish()
                 break
             U[:, missing] = kept  # the rest of the pass matches on the estimate the pilot found
@@ -284,7 +284,7 @@ class _Pass:
             work = np.empty((4, max(len(t.parent), kq)))
             iwork = np.empty((2, max(len(t.parent), kq)), dtype=np.int64)
             for ch in range(C):
-                _core_inpaint.gather_groups(self.U[ch], self.known, idx, 0, X, Kn)
+                _core_inpaint.gather_groups(self.U[ch], self.known, idx, X, Kn)
                 Y, R = X.copy(), X.copy()
                 step = 1.0
                 for it in range(s.n_inner):
@@ -300,7 +300,7 @@ class _Pass:
                         nxt = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * step * step))
                         _core_inpaint.fista_step(X, Y, Kn, R, (step - 1.0) / nxt)
                         step = nxt
-                _core_inpaint.aggregate(X, idx, 0, self.win, w, bnum[ch], bden if ch == 0 else
+                _core_inpaint.aggregate(X, idx, self.win, w, bnum[ch], bden if ch == 0 else
                                         np.zeros_like(bden), b0, b1)
             return b0, b1, bnum, bden
         return run

@@ -303,7 +303,8 @@ def _biharmonic_band(img: np.ndarray, missing: np.ndarray, steps: Steps | None =
         del L, known_part
         order = np.argsort(regions, kind="stable")
         # block diagonal once its rows and columns are in region order: each chunk's block is a slice of it
-        A = A[order][:, order].tocsc()
+        A = A[order]  # a step at a time: the matrices a permutation holds at once are its memory
+        A = A[:, order].tocsc()
         values = np.empty((len(unknown), n_ch))
         for i0, i1 in _chunks(regions[order], _DIRECT_CHUNK):
             sel = order[i0:i1]
