@@ -23,6 +23,7 @@ from .._progress import ProgressCallback, Steps
 from .._validation import check_callable, check_image, check_int, check_mask, check_number, restore_dtype
 from ..learning import TreeDictionaryLearning
 from .dictionary import (
+    _ADAPT_CODE_ITER,
     _LEARN_BATCH,
     PATCH_SIZE,
     default_dictionary,
@@ -279,7 +280,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
             learned = shared.counter(n_learn)
             fit = prepare_learning(work, masks=run, patch_size=job.patch_size, n_patches=job.n_train, init=est,
                                    rng=gen, channel_axis=-1, progress=learned, sums=[n_missing],
-                                   **({} if est is None else {"lam": est.lam}))
+                                   code_iter=_ADAPT_CODE_ITER, **({} if est is None else {"lam": est.lam}))
             del n_missing
             learner = side.submit(_timed, fit, "dictionary ready in %.2f s")
         else:
