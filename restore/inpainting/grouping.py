@@ -32,9 +32,10 @@ log = logging.getLogger("restore.inpainting")
 
 _CHUNK_REFS = 64  # reference patches per chunk: one progress step, a few numba calls
 # passes that code every reference patch; from then on, a reference is coded only while one of its missing pixels
-# moved by at least _SETTLED (times the sd of the known luminance) in the last pass that coded it
+# moved by at least _SETTLED (times the sd of the known luminance) in the last pass that coded it: 0.03 against 0.02
+# lost 0.003 dB on 27 text and scratch cases (9 photos) for 6 % of their time (kodim23's text: 14 %); 0.05 lost 0.02
 _SETTLE_PASSES = 1
-_SETTLED = 0.02
+_SETTLED = 0.03
 _WINDOW_SD = 0.5  # sd of the Gaussian weights of a patch's pixels in the average, in patch sides
 
 
