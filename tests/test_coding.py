@@ -233,9 +233,8 @@ def test_overlapping_calls_keep_blas_at_one_thread_and_restore_it(problem):
     # thread after A ended, and the caller's BLAS threads must be back as they were once both ended
     import threading
 
-    blas_threads = _blas_threads
     tree, D, X = problem
-    before = blas_threads()
+    before = _blas_threads()
     a_inside, b_inside, a_done = threading.Event(), threading.Event(), threading.Event()
     seen = {}
 
@@ -246,7 +245,7 @@ def test_overlapping_calls_keep_blas_at_one_thread_and_restore_it(problem):
     def b_progress(done, total):
         b_inside.set()
         assert a_done.wait(10)
-        seen["b after a"] = blas_threads()
+        seen["b after a"] = _blas_threads()
 
     def run_a():
         sparse_encode(X, D, lam=0.2, tree=tree, progress=a_progress)
@@ -258,4 +257,4 @@ def test_overlapping_calls_keep_blas_at_one_thread_and_restore_it(problem):
     sparse_encode(X, D, lam=0.2, tree=tree, progress=b_progress)
     a.join()
     assert seen["b after a"] == [1] * len(before)
-    assert blas_threads() == before
+    assert _blas_threads() == before
