@@ -19,7 +19,11 @@ method). Prints aligned tables; ``--json PATH`` also writes every number.
      (``--skip-biharmonic`` drops it: it takes ~20 s per 0.4 MP image on
      rand90);
    * OpenCV Telea: ``cv2.inpaint`` of the 8-bit image with radius 3
-     (``cv2.INPAINT_TELEA``), converted back to float / 255.
+     (``cv2.INPAINT_TELEA``), converted back to float / 255;
+   * OpenCV's frequency selective reconstruction (Genser, Seiler and Kaup's
+     FSR, 2018; ``opencv-contrib``): ``cv2.xphoto.inpaint`` of the 8-bit
+     image in BGR order with ``cv2.xphoto.INPAINT_FSR_FAST``, converted back
+     to float / 255 (one run, single-threaded: the time is for reference).
 
    One row per case (PSNR of each method, ours minus biharmonic, wall times
    from :func:`time.perf_counter`: on cases where ours takes under
@@ -230,6 +234,21 @@ def run_telea(img: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, float]:
     return out.astype(np.float64) / 255.0, wall
 
 
+def run_fsr(img: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, float]:
+    """OpenCV's ``INPAINT_FSR_FAST`` on the 8-bit image: the result (float in [0, 1], RGB) and its wall time."""
+    import cv2
+
+    if not hasattr(cv2, "xphoto"):
+        raise SystemExit("bench_inpaint needs OpenCV's contrib modules: pip install opencv-contrib-python-headless "
+                         "(the 'bench' extra), not opencv-python-headless")
+    u8 = np.clip(np.rint(img * 255.0), 0, 255).astype(np.uint8)[..., ::-1].copy()  # BGR: FSR works in YCrCb
+    out = np.zeros_like(u8)
+    t0 = time.perf_counter()
+    cv2.xphoto.inpaint(u8, (~mask).astype(np.uint8) * 255, out, cv2.xphoto.INPAINT_FSR_FAST)  # non-zero: known
+    wall = time.perf_counter() - t0
+    return out[..., ::-1].astype(np.float64) / 255.0, wall
+
+
 def bench_quality(args: argparse.Namespace) -> dict:
     import restore
 
@@ -247,6 +266,8 @@ def bench_quality(args: argparse.Namespace) -> dict:
                 row["known_changed"] = True
             out, row["telea_s"] = run_telea(img, mask)
             row["telea_db"] = masked_psnr(out, img, mask)
+            out, row["fsr_s"] = run_fsr(img, mask)
+            row["fsr_db"] = masked_psnr(out, img, mask)
             if args.skip_biharmonic:
                 row["bih_db"] = row["bih_s"] = row["bih_cpu_s"] = float("nan")
             else:
@@ -266,10 +287,11 @@ def bench_quality(args: argparse.Namespace) -> dict:
     for kind in args.masks:
         rs = [r for r in rows if r["mask"] == kind]
         s = {"mask": kind, "n": len(rs)}
-        for key in ("ours_db", "bih_db", "telea_db", "diff_db", "ours_s", "bih_s", "telea_s", "ours_cpu_s",
-                    "bih_cpu_s", "time_ratio"):
+        for key in ("ours_db", "bih_db", "telea_db", "fsr_db", "diff_db", "ours_s", "bih_s", "telea_s", "fsr_s",
+                    "ours_cpu_s", "bih_cpu_s", "time_ratio"):
             s[key] = float(np.mean([r[key] for r in rs]))
         s["ours_minus_telea"] = s["ours_db"] - s["telea_db"]
+        s["ours_minus_fsr"] = s["ours_db"] - s["fsr_db"]
         margin = MARGINS.get(kind)
         s["margin"] = margin
         s["ok"] = None if margin is None or np.isnan(s["diff_db"]) else bool(s["diff_db"] >= margin)
@@ -285,18 +307,19 @@ def print_quality(res: dict) -> None:
     for r in res["rows"]:
         lg = r["ours_log"]
         body.append((f"{r['image']}_{r['mask']}", f"{100 * r['missing']:.1f}", f"{r['ours_db']:.2f}",
-                     fmt(r["bih_db"], ".2f"), f"{r['telea_db']:.2f}", fmt(r["diff_db"], "+.2f"),
+                     fmt(r["bih_db"], ".2f"), f"{r['telea_db']:.2f}", f"{r['fsr_db']:.2f}", fmt(r["diff_db"], "+.2f"),
                      f"{r['ours_s']:.1f}", f"{r['ours_cpu_s']:.1f}", fmt(lg["dict_s"], ".1f"),
                      fmt(lg["code_s"], ".1f"), fmt(lg["group_s"], ".1f"), fmt(lg.get("prior_s"), ".1f"),
                      fmt(lg["n_patches"], ","), f"{lg['others_cores']:.2f}", fmt(r["bih_s"], ".2f"),
                      fmt(r["bih_cpu_s"], ".2f"),
-                     fmt(r["time_ratio"], ".1f"), f"{r['telea_s']:.2f}"))
-    print(table(("case", "% miss", "ours dB", "biharm dB", "Telea dB", "ours-bih", "ours s", "ours CPU s", "dict s",
-                 "code s", "groups s", "prior s", "patches", "others", "biharm s", "biharm CPU s", "ours/bih time",
-                 "Telea s"),
+                     fmt(r["time_ratio"], ".1f"), f"{r['telea_s']:.2f}", f"{r['fsr_s']:.1f}"))
+    print(table(("case", "% miss", "ours dB", "biharm dB", "Telea dB", "FSR dB", "ours-bih", "ours s", "ours CPU s",
+                 "dict s", "code s", "groups s", "prior s", "patches", "others", "biharm s", "biharm CPU s",
+                 "ours/bih time",
+                 "Telea s", "FSR s"),
                 body,
                 f"1. Quality: masked-pixel PSNR (dB), restore.inpaint {stride_text(res['stride'])} vs "
-                "skimage inpaint_biharmonic and OpenCV Telea r3"))
+                "skimage inpaint_biharmonic, OpenCV Telea r3 and OpenCV FSR fast"))
     changed = [f"{r['image']}_{r['mask']}" for r in res["rows"] if r.get("known_changed")]
     if changed:
         print(f"WARNING: ours changed known pixels in {', '.join(changed)}")
@@ -306,10 +329,11 @@ def print_quality(res: dict) -> None:
         req = "-" if s["margin"] is None else f">= {s['margin']:+.1f}"
         ok = "n/a" if s["ok"] is None else ("OK" if s["ok"] else "NOT MET")
         body.append((s["mask"], s["n"], f"{s['ours_db']:.2f}", fmt(s["bih_db"], ".2f"), f"{s['telea_db']:.2f}",
-                     fmt(s["diff_db"], "+.2f"), f"{s['ours_minus_telea']:+.2f}", req, ok, f"{s['ours_s']:.1f}",
-                     fmt(s["bih_s"], ".1f"), f"{s['telea_s']:.2f}"))
-    print(table(("mask", "images", "ours dB", "biharm dB", "Telea dB", "ours-bih", "ours-Telea", "required",
-                 "verdict", "ours s", "biharm s", "Telea s"), body,
+                     f"{s['fsr_db']:.2f}", fmt(s["diff_db"], "+.2f"), f"{s['ours_minus_telea']:+.2f}",
+                     f"{s['ours_minus_fsr']:+.2f}", req, ok, f"{s['ours_s']:.1f}", fmt(s["bih_s"], ".1f"),
+                     f"{s['telea_s']:.2f}", f"{s['fsr_s']:.1f}"))
+    print(table(("mask", "images", "ours dB", "biharm dB", "Telea dB", "FSR dB", "ours-bih", "ours-Telea", "ours-FSR",
+                 "required", "verdict", "ours s", "biharm s", "Telea s", "FSR s"), body,
                 "Averages per mask kind (requirement on ours - biharmonic, averaged over the images)"))
     if res.get("random_avg_diff_db") is not None:
         ok = "n/a" if res["random_ok"] is None else ("OK" if res["random_ok"] else "NOT MET")
