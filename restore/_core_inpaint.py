@@ -144,3 +144,170 @@ def window_counts(a, size, out):
             for c in range(size, W):
                 s += cols[c] - cols[c - size]
                 out[o, c - size + 1] = s
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def block_sd(img, known, blocks, size, n, out):
+    """The sd of ``img`` (H, W) over the ``known`` pixels of each block's ``n`` x ``n`` window (clipped to the image).
+
+    ``blocks`` (k, 2) holds the blocks' top-left corners; the window is the
+    block of side ``size`` widened by ``(n - size) // 2`` on each side. A
+    window with fewer than two known pixels has sd 0.
+    """
+    H, W = img.shape
+    off = (n - size) // 2
+    for k in range(blocks.shape[0]):
+        r0, c0 = blocks[k, 0], blocks[k, 1]
+        s = 0.0
+        s2 = 0.0
+        cnt = 0
+        for r in range(max(r0 - off, 0), min(r0 + size + off, H)):
+            for c in range(max(c0 - off, 0), min(c0 + size + off, W)):
+                if known[r, c]:
+                    v = img[r, c]
+                    s += v
+                    s2 += v * v
+                    cnt += 1
+        out[k] = np.sqrt(max(s2 / cnt - (s / cnt) ** 2, 0.0)) if cnt > 1 else 0.0
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def block_any(mask, blocks, size, out):
+    """Whether each block (top-left corners ``blocks`` (k, 2), side ``size``, clipped to the image) holds a True."""
+    H, W = mask.shape
+    for k in range(blocks.shape[0]):
+        r0, c0 = blocks[k, 0], blocks[k, 1]
+        hit = False
+        for r in range(r0, min(r0 + size, H)):
+            for c in range(c0, min(c0 + size, W)):
+                if mask[r, c]:
+                    hit = True
+                    break
+            if hit:
+                break
+        out[k] = hit
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def fsr_windows(img, weight, blocks, size, n, rho, FW, WW):
+    """Each block's ``n`` x ``n`` window of ``weight * rho**d * img`` into FW and of ``weight * rho**d`` into WW.
+
+    ``d`` is a pixel's distance from the block's centre; pixels outside the
+    image weigh 0. Windows as in :func:`block_sd`.
+    """
+    H, W = img.shape
+    off = (n - size) // 2
+    centre = off + size / 2.0
+    for k in range(blocks.shape[0]):
+        r0, c0 = blocks[k, 0] - off, blocks[k, 1] - off
+        for i in range(n):
+            r = r0 + i
+            for j in range(n):
+                c = c0 + j
+                w = 0.0
+                if 0 <= r < H and 0 <= c < W and weight[r, c] > 0:
+                    w = weight[r, c] * rho ** np.sqrt((i + 0.5 - centre) ** 2 + (j + 0.5 - centre) ** 2)
+                    FW[k, i, j] = w * img[r, c]
+                else:
+                    FW[k, i, j] = 0.0
+                WW[k, i, j] = w
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def fsr_extrapolate(R, Wh, iters, fw2, size, gamma, vals):
+    """Frequency selective extrapolation of each window: its model at the block's pixels into ``vals`` (k, size, size).
+
+    ``R`` and ``Wh`` (k, n, n // 2 + 1) are the real FFTs (numpy's ``rfft2``)
+    of the weighted windows and of the weights (:func:`fsr_windows`). Each
+    of ``iters[k]`` steps picks the Fourier basis function (with its
+    conjugate: the model is real) whose weighted projection on the residual,
+    times ``fw2`` (the squared frequency weighting, 0 on the half-spectrum's
+    duplicate entries), is largest, adds ``gamma`` times that projection to
+    the model and takes it from the residual's spectrum (Seiler and Kaup's
+    complex-valued FSE; ``gamma`` the orthogonality deficiency compensation).
+    A window with no weight gives NaN.
+    """
+    n = R.shape[1]
+    h = R.shape[2]
+    off = (n - size) // 2
+    ct = np.cos(2.0 * np.pi * np.arange(n) / n)
+    st = np.sin(2.0 * np.pi * np.arange(n) / n)
+    Rr = np.empty((n, h))
+    Ri = np.empty((n, h))
+    Wr = np.empty((2 * n, 2 * n))  # the full spectrum of the weights, tiled twice: shifted reads stay in range
+    Wi = np.empty((2 * n, 2 * n))
+    for k in range(R.shape[0]):
+        m_it = iters[k]
+        for u in range(n):
+            for v in range(n):
+                x = Wh[k, u, v] if v < h else np.conj(Wh[k, (n - u) % n, n - v])  # W(-u, -v) = conj W(u, v)
+                for a in range(0, 2 * n, n):
+                    for b in range(0, 2 * n, n):
+                        Wr[u + a, v + b] = x.real
+                        Wi[u + a, v + b] = x.imag
+        w0 = Wr[0, 0]
+        if not w0 > 0.0:
+            vals[k] = np.nan
+            continue
+        for u in range(n):
+            for v in range(h):
+                Rr[u, v] = R[k, u, v].real
+                Ri[u, v] = R[k, u, v].imag
+        ku = np.empty(m_it, dtype=np.int64)
+        kv = np.empty(m_it, dtype=np.int64)
+        cre = np.empty(m_it)
+        cim = np.empty(m_it)
+        best, bu, bv = -1.0, 0, 0
+        for u in range(n):
+            for v in range(h):
+                m = (Rr[u, v] * Rr[u, v] + Ri[u, v] * Ri[u, v]) * fw2[u, v]
+                if m > best:
+                    best, bu, bv = m, u, v
+        for it in range(m_it):
+            pu, pv = bu, bv
+            cr = gamma * Rr[pu, pv] / w0
+            ci = gamma * Ri[pu, pv] / w0
+            alone = (pu == 0 or 2 * pu == n) and (pv == 0 or 2 * pv == n)  # its own conjugate: a real cosine
+            ku[it], kv[it] = pu, pv
+            best = -1.0
+            for u in range(n):
+                ua, ub = u - pu + n, u + pu  # rows of W(. - k) and W(. + k)
+                va, vb = n - pv, pv
+                for v in range(h):
+                    if alone:
+                        Rr[u, v] -= cr * Wr[ua, va + v]
+                        Ri[u, v] -= cr * Wi[ua, va + v]
+                    else:
+                        ar, ai, br, bi = Wr[ua, va + v], Wi[ua, va + v], Wr[ub, vb + v], Wi[ub, vb + v]
+                        Rr[u, v] -= cr * (ar + br) - ci * (ai - bi)
+                        Ri[u, v] -= cr * (ai + bi) + ci * (ar - br)
+                    m = (Rr[u, v] * Rr[u, v] + Ri[u, v] * Ri[u, v]) * fw2[u, v]
+                    if m > best:
+                        best, bu, bv = m, u, v
+            cre[it] = cr if alone else 2.0 * cr
+            cim[it] = 0.0 if alone else 2.0 * ci
+        for i in range(size):
+            for j in range(size):
+                acc = 0.0
+                for q in range(m_it):
+                    t = (ku[q] * (off + i) + kv[q] * (off + j)) % n
+                    acc += cre[q] * ct[t] - cim[q] * st[t]
+                vals[k, i, j] = acc
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def fsr_put(out, weight, missing, blocks, vals, reused):
+    """Write each block's ``vals`` into ``out`` at its missing pixels (not NaN) and give them the weight ``reused``."""
+    H, W = out.shape
+    size = vals.shape[1]
+    for k in range(blocks.shape[0]):
+        r0, c0 = blocks[k, 0], blocks[k, 1]
+        for i in range(size):
+            r = r0 + i
+            if r >= H:
+                break
+            for j in range(size):
+                c = c0 + j
+                if c < W and missing[r, c] and vals[k, i, j] == vals[k, i, j]:
+                    out[r, c] = vals[k, i, j]
+                    weight[r, c] = reused

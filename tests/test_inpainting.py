@@ -338,7 +338,9 @@ def test_given_dictionary_progress_and_cancel(photo, strokes, tmp_path):
     done, total = np.array(calls).T
     # one count over every stage: interpolation, diffusion, edge weights, batches of patches
     assert np.all(total == total[0]) and done[0] == 0 and done[-1] == total[0]
-    assert np.all(np.diff(done) >= 0) and len(np.unique(done)) == total[0] + 1
+    # step by step, but for one jump: the non-local passes left when one stops gaining, counted at once
+    steps = np.diff(done)
+    assert np.all(steps >= 0) and np.count_nonzero(steps > 1) <= 1
     np.testing.assert_array_equal(out[~strokes], photo[~strokes])
 
     def cancel(done, total):
