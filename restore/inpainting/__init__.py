@@ -451,7 +451,7 @@ def _extrapolated_change(start: np.ndarray, run: np.ndarray, values: np.ndarray,
     n_ch = start.shape[2]
     start[run] = values
     scale = peak * np.sqrt(n_ch)  # the luminance in units of the known pixels' peak, as the block sizes want it
-    grey = luminance(start).astype(np.float64)
+    grey = luminance(start)  # in the image's float dtype: float32 at 16 MP
     grey /= scale
     t0 = time.perf_counter()
     n_threads = default_num_threads()

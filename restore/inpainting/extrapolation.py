@@ -100,15 +100,15 @@ def frequency_weights(n: int) -> np.ndarray:
 
 def extrapolate(grey: np.ndarray, missing: np.ndarray, plan: list[Level], *, pool: ThreadPoolExecutor | None,
                 n_threads: int, progress: Callable[[], None] | None = None) -> np.ndarray:
-    """``grey`` (H, W) with its ``missing`` pixels extrapolated block by block (``plan``): float64, known as given.
+    """``grey`` (H, W) with its ``missing`` pixels extrapolated block by block (``plan``): a copy, known as given.
 
     ``grey`` is in units of the known pixels' peak, as for :func:`plan_blocks`.
     A missing pixel whose window holds no known or filled pixel keeps its
     value in ``grey``. ``progress()`` after each task of blocks (from the
     calling thread); it may raise to stop.
     """
-    out = np.array(grey, dtype=np.float64)
-    weight = (~missing).astype(np.float64)
+    out = np.array(grey, copy=True)
+    weight = (~missing).astype(np.float32)  # 1, _REUSED or 0: exact in float32
     fw2 = frequency_weights(_WINDOW)
 
     for size, rho, blocks, iters in plan:
