@@ -20,8 +20,8 @@ method). Prints aligned tables; ``--json PATH`` also writes every number.
      rand90);
    * OpenCV Telea: ``cv2.inpaint`` of the 8-bit image with radius 3
      (``cv2.INPAINT_TELEA``), converted back to float / 255;
-   * OpenCV's frequency selective reconstruction (Genser, Seiler and Kaup's
-     FSR, 2018; ``opencv-contrib``): ``cv2.xphoto.inpaint`` of the 8-bit
+   * OpenCV's frequency selective reconstruction (Genser et al.'s FSR,
+     2018; ``opencv-contrib``): ``cv2.xphoto.inpaint`` of the 8-bit
      image in BGR order with ``cv2.xphoto.INPAINT_FSR_FAST``, converted back
      to float / 255 (one run, single-threaded: the time is for reference).
 

@@ -152,7 +152,7 @@ def block_sd(img, known, blocks, size, n, out):
 
     ``blocks`` (k, 2) holds the blocks' top-left corners; the window is the
     block of side ``size`` widened by ``(n - size) // 2`` on each side. A
-    window with fewer than two known pixels has sd 0.
+    window with fewer than two known pixels has sd inf.
     """
     H, W = img.shape
     off = (n - size) // 2
@@ -168,7 +168,7 @@ def block_sd(img, known, blocks, size, n, out):
                     s += v
                     s2 += v * v
                     cnt += 1
-        out[k] = np.sqrt(max(s2 / cnt - (s / cnt) ** 2, 0.0)) if cnt > 1 else 0.0
+        out[k] = np.sqrt(max(s2 / cnt - (s / cnt) ** 2, 0.0)) if cnt > 1 else np.inf
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
@@ -218,8 +218,9 @@ def fsr_extrapolate(R, Wh, iters, fw2, size, gamma, vals):
     """Frequency selective extrapolation of each window: its model at the block's pixels into ``vals`` (k, size, size).
 
     ``R`` and ``Wh`` (k, n, n // 2 + 1) are the real FFTs (numpy's ``rfft2``)
-    of the weighted windows and of the weights (:func:`fsr_windows`). Each
-    of ``iters[k]`` steps picks the Fourier basis function (with its
+    of the weighted windows and of the weights (:func:`fsr_windows`). Until
+    ``iters[k]`` basis functions are in the model (a conjugate pair counts
+    two, as published), each step picks the Fourier basis function (with its
     conjugate: the model is real) whose weighted projection on the residual,
     times ``fw2`` (the squared frequency weighting, 0 on the half-spectrum's
     duplicate entries), is largest, adds ``gamma`` times that projection to
@@ -263,12 +264,14 @@ def fsr_extrapolate(R, Wh, iters, fw2, size, gamma, vals):
                 m = (Rr[u, v] * Rr[u, v] + Ri[u, v] * Ri[u, v]) * fw2[u, v]
                 if m > best:
                     best, bu, bv = m, u, v
-        for it in range(m_it):
+        n_terms = 0
+        it = 0
+        while it < m_it:  # basis functions: a conjugate pair counts two
             pu, pv = bu, bv
             cr = gamma * Rr[pu, pv] / w0
             ci = gamma * Ri[pu, pv] / w0
             alone = (pu == 0 or 2 * pu == n) and (pv == 0 or 2 * pv == n)  # its own conjugate: a real cosine
-            ku[it], kv[it] = pu, pv
+            ku[n_terms], kv[n_terms] = pu, pv
             best = -1.0
             for u in range(n):
                 ua, ub = u - pu + n, u + pu  # rows of W(. - k) and W(. + k)
@@ -284,12 +287,14 @@ def fsr_extrapolate(R, Wh, iters, fw2, size, gamma, vals):
                     m = (Rr[u, v] * Rr[u, v] + Ri[u, v] * Ri[u, v]) * fw2[u, v]
                     if m > best:
                         best, bu, bv = m, u, v
-            cre[it] = cr if alone else 2.0 * cr
-            cim[it] = 0.0 if alone else 2.0 * ci
+            cre[n_terms] = cr if alone else 2.0 * cr
+            cim[n_terms] = 0.0 if alone else 2.0 * ci
+            n_terms += 1
+            it += 1 if alone else 2
         for i in range(size):
             for j in range(size):
                 acc = 0.0
-                for q in range(m_it):
+                for q in range(n_terms):
                     t = (ku[q] * (off + i) + kv[q] * (off + j)) % n
                     acc += cre[q] * ct[t] - cim[q] * st[t]
                 vals[k, i, j] = acc

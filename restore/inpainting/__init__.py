@@ -35,7 +35,7 @@ from .dictionary import (
     should_adapt,
 )
 from .diffusion import diffusion_time, edge_weights, fed_cycle, sharpen
-from .extrapolation import Level, extrapolate, plan_blocks
+from .extrapolation import extrapolate, extrapolation_steps, plan_blocks
 from .grouping import GroupSettings, group_passes, n_group_steps, plan_references
 from .interpolation import _SharedSteps, bands, biharmonic_fill, known_range, refill
 from .masks import MaskCoverage, SuspectMaskWarning, mask_coverage
@@ -107,7 +107,7 @@ def inpaint(
     better: one stroke across an edge does not decide for all the others.
     On strokes and holes the luminance is then also extrapolated block by
     block from sparse Fourier models of the known pixels around each block
-    (frequency selective reconstruction, Genser, Seiler and Kaup 2018: it
+    (frequency selective reconstruction, Genser et al. 2018: it
     carries texture and long edges across strokes, where 8-pixel patches
     see too little), and the result moves towards it as far as fits the
     held-out pixels best. Under heavy random loss the recipe ends with the library's non-local
@@ -270,14 +270,8 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     n_prior = prior_steps(M.shape, n_ch) if dense else 0
     # strokes and holes: the frequency selective extrapolation of the luminance, kept as far as the held-out pixels
     # support it (under random loss it measured below the prior, for as much time)
-    extrap = None
-    if clustered and held is not None and not dense:
-        # the luminance of the known pixels (the holes may hold anything), in units of their peak
-        grey = np.sum(job.image, axis=-1, dtype=np.float64, where=~run[..., None])
-        grey /= float(job.unit) * peak * np.sqrt(n_ch)
-        extrap = plan_blocks(grey, run)
-        del grey
-    n_extrap = 0 if extrap is None else sum(level.n_tasks for level in extrap)
+    extrap = clustered and held is not None and not dense
+    n_extrap = extrapolation_steps(run) if extrap else 0
     copy_bands = bands(*M.shape, band_px=_COPY_BAND_PX)
     steps = Steps(progress, len(copy_bands) + n_learn + n_bands * (n_ch + 1) + n_cycles + n_batches + n_groups
                   + n_prior + n_resolve + n_extrap, start=True)
@@ -337,8 +331,8 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     run_idx = np.flatnonzero(run)
     rows = None if held is None else np.searchsorted(run_idx, held)
     target = None if held is None else job.image.reshape(-1, n_ch)[held].astype(np.float64) / float(job.unit)
-    if extrap is not None:
-        values = values + _extrapolated_change(start, run, values, peak, extrap, rows, target, steps)
+    if extrap:
+        values = values + _extrapolated_change(start, run, values, peak, rows, target, steps.callback(n_extrap))
     blend = None if held is None else best_blend(target, interpolant[rows], values[rows], values[rows])
     first_fit = blend
     second = None
@@ -438,26 +432,26 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     return job.result(values.astype(job.image.dtype, copy=False))
 
 
-def _extrapolated_change(start: np.ndarray, run: np.ndarray, values: np.ndarray, peak: float, plan: list[Level],
-                         rows: np.ndarray, target: np.ndarray, steps: Steps) -> np.ndarray:
+def _extrapolated_change(start: np.ndarray, run: np.ndarray, values: np.ndarray, peak: float, rows: np.ndarray,
+                         target: np.ndarray, progress: ProgressCallback | None) -> np.ndarray:
     """The change towards the extrapolated luminance (n_run, 1) that fits the held-out pixels best (share in [0, 1]).
 
     ``start`` holds the known pixels (work units) and is overwritten with
     ``values`` at the run's pixels; the luminance of the known pixels is
-    extrapolated into the run's (:mod:`.extrapolation`, blocks of ``plan``), and its difference
+    extrapolated into the run's (:mod:`.extrapolation`), and its difference
     from the luminance of ``values`` is the change, spread equally over the
     channels (the colour differences stay).
     """
     n_ch = start.shape[2]
     start[run] = values
-    scale = peak * np.sqrt(n_ch)  # the luminance in units of the known pixels' peak, as the block sizes want it
-    grey = luminance(start)  # in the image's float dtype: float32 at 16 MP
-    grey /= scale
     t0 = time.perf_counter()
+    # the channels' mean in units of the known pixels' peak, as the block sizes want it (float32 at 16 MP)
+    grey = start.sum(axis=-1, dtype=start.dtype)
+    grey /= start.dtype.type(peak * n_ch)
     n_threads = default_num_threads()
     with ThreadPoolExecutor(n_threads, thread_name_prefix="restore-inpaint") as pool:
-        ext = extrapolate(grey, run, plan, pool=pool, n_threads=n_threads, progress=steps)
-    change = ((ext[run] - grey[run]) * (scale / np.sqrt(n_ch)))[:, None]
+        ext = extrapolate(grey, run, plan_blocks(grey, run), pool=pool, n_threads=n_threads, progress=progress)
+    change = ((ext[run] - grey[run]) * peak)[:, None]  # the mean's change, in every channel
     d = np.broadcast_to(change[rows], target.shape)
     r = target - values[rows]
     dd = float(np.sum(d * d))

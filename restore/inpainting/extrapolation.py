@@ -1,6 +1,6 @@
 """Frequency selective extrapolation: each block of the mask filled from a sparse Fourier model of its surroundings.
 
-Genser, Seiler and Kaup's rapid frequency selective reconstruction (FSR,
+Genser et al.'s rapid frequency selective reconstruction (FSR,
 2018; Seiler and Kaup's complex-valued FSE, 2010): a block is fitted,
 within a 32 x 32 window around it, by a few Fourier basis functions chosen
 greedily on the known pixels, weighted by an isotropic decay from the
@@ -24,17 +24,18 @@ import numpy as np
 from .._core_inpaint import block_any, block_sd, fsr_extrapolate, fsr_put, fsr_windows
 from .._nonlocal import run_ordered
 
-__all__ = ["Level", "extrapolate", "frequency_weights", "plan_blocks"]
+__all__ = ["Level", "extrapolate", "extrapolation_steps", "frequency_weights", "plan_blocks"]
 
 _WINDOW = 32  # side (px) of the window each block's model is fitted in: a power of two for the FFT
 # block sides (px), largest first, with the decay per pixel of the weights around the block and the sd of the
-# window's known pixels (units of their peak) from which a block is split in four: the published fast profile's
-_LEVELS = ((16, 0.80, 0.014), (8, 0.70, 0.030), (4, 0.66, np.inf))
+# window's known pixels (units of their peak) from which a block is split in four (the last: never): the published
+# fast profile's. A window with fewer than two known pixels is split too: its block waits for filled neighbours
+_LEVELS = ((16, 0.80, 0.014), (8, 0.70, 0.030), (4, 0.66, None))
 _GAMMA = 0.5  # share of each projection added to the model: compensates the basis' loss of orthogonality
 _ITER_PER_SD = 1000.0  # basis functions per unit of the window's sd (its peak's units), within the next two
 _MIN_ITER, _MAX_ITER = 20, 100
 _REUSED = 0.5  # weight of a pixel filled at a larger block size in the windows of the next
-_CHUNK = 512  # blocks per task: windows of 32 x 32 (about 25 MB in all), some milliseconds to a tenth of a second
+_CHUNK = 128  # blocks per task: its buffers take about 6 MB (windows of 32 x 32), its time some milliseconds
 
 
 def _grid(shape: tuple[int, int], size: int) -> np.ndarray:
@@ -68,18 +69,19 @@ def plan_blocks(grey: np.ndarray, missing: np.ndarray) -> list[Level]:
     """The blocks of :func:`extrapolate`, largest first, decided from the known pixels of ``grey`` alone.
 
     ``grey`` (H, W) in units of the known pixels' peak; its missing pixels
-    are not read. ``sum(level.n_tasks for level in plan)`` is the count of
-    :func:`extrapolate`'s progress steps.
+    are not read.
     """
     known = ~missing
     todo = _touching(missing, _grid(missing.shape, _LEVELS[0][0]), _LEVELS[0][0])
     plan = []
     for size, rho, split_sd in _LEVELS:
         sd = np.empty(len(todo))
-        block_sd(grey, known, todo, np.int64(size), np.int64(_WINDOW), sd)
-        split = sd >= split_sd
+        block_sd(grey, known, todo, np.int64(size), np.int64(_WINDOW), sd)  # inf: under two known pixels
+        split = np.zeros(len(todo), dtype=bool) if split_sd is None else sd >= split_sd
         now = todo[~split]
-        iters = np.clip(np.rint(_ITER_PER_SD * sd[~split]), _MIN_ITER, _MAX_ITER).astype(np.int64)
+        # few known pixels: few basis functions, fitted mostly on the filled ones
+        iters = np.clip(np.rint(_ITER_PER_SD * np.nan_to_num(sd[~split], posinf=0.0)), _MIN_ITER, _MAX_ITER)
+        iters = iters.astype(np.int64)
         plan.append(Level(size, rho, now, iters))
         half = size // 2
         children = (todo[split][:, None, :] + half * np.array([[0, 0], [0, 1], [1, 0], [1, 1]])).reshape(-1, 2)
@@ -98,16 +100,29 @@ def frequency_weights(n: int) -> np.ndarray:
     return np.where(duplicate, 0.0, fw**2)
 
 
+def extrapolation_steps(missing: np.ndarray) -> int:
+    """Progress steps of :func:`extrapolate` on ``missing``, at most its tasks: one per task of the largest blocks.
+
+    Each block of the largest side that touches the mask is filled by
+    itself or by at least one of its parts, so the tasks are at least as
+    many; :func:`extrapolate` spreads its tasks over these steps.
+    """
+    size = _LEVELS[0][0]
+    return -(-len(_touching(missing, _grid(missing.shape, size), size)) // _CHUNK)
+
+
 def extrapolate(grey: np.ndarray, missing: np.ndarray, plan: list[Level], *, pool: ThreadPoolExecutor | None,
-                n_threads: int, progress: Callable[[], None] | None = None) -> np.ndarray:
+                n_threads: int, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
     """``grey`` (H, W) with its ``missing`` pixels extrapolated block by block (``plan``): a copy, known as given.
 
     ``grey`` is in units of the known pixels' peak, as for :func:`plan_blocks`.
     A missing pixel whose window holds no known or filled pixel keeps its
-    value in ``grey``. ``progress()`` after each task of blocks (from the
-    calling thread); it may raise to stop.
+    value in ``grey``. ``progress(done, total)`` after each task of blocks
+    (from the calling thread); it may raise to stop.
     """
     out = np.array(grey, copy=True)
+    total = sum(level.n_tasks for level in plan)
+    done = 0
     weight = (~missing).astype(np.float32)  # 1, _REUSED or 0: exact in float32
     fw2 = frequency_weights(_WINDOW)
 
@@ -123,8 +138,10 @@ def extrapolate(grey: np.ndarray, missing: np.ndarray, plan: list[Level], *, poo
                             vals[lo:lo + _CHUNK])
 
         def consume(_: object) -> None:
+            nonlocal done
+            done += 1
             if progress is not None:
-                progress()
+                progress(done, total)
 
         # every block of a size reads the image as the larger ones left it: written back once all are done
         run_ordered(pool, ((lambda lo=lo: task(lo)) for lo in range(0, len(blocks), _CHUNK)), consume, n_threads)
