@@ -252,8 +252,10 @@ def run_fsr(img: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, float]:
 def bench_quality(args: argparse.Namespace) -> dict:
     import restore
 
-    restore.inpaint(np.random.default_rng(0).random((32, 32, 3)), np.eye(32, dtype=bool), channel_axis=-1,
-                    dictionary=restore.default_dictionary())  # warm-up: numba kernels, shipped dictionary
+    strokes = np.zeros((128, 128), dtype=bool)
+    strokes[30:33, 10:120], strokes[80:83, 5:90], strokes[10:110, 60:63] = True, True, True
+    # warm-up: every stage's numba kernels (strokes: the extrapolation too), the shipped dictionary
+    restore.inpaint(np.random.default_rng(0).random((128, 128, 3)), strokes, channel_axis=-1)
     rows = []
     for kind in args.masks:
         for name in args.images:
