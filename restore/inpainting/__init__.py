@@ -110,8 +110,8 @@ def inpaint(
     (frequency selective reconstruction, Genser et al. 2018: it
     carries texture and long edges across strokes, where 8-pixel patches
     see too little), and the result moves towards it as far as fits the
-    held-out pixels best. Under heavy random loss the recipe ends with the library's non-local
-    denoiser iterated as a prior (see ``prior``), its change weighed on the
+    held-out pixels best. Under heavy random loss the recipe ends with the
+    library's non-local denoiser iterated as a prior (see ``prior``), its change weighed on the
     held-out pixels too. Known pixels are returned bit for bit; holes wider than a patch are
     filled by the interpolant and refined by the patches inside them.
     On strokes and holes (a clustered mask) the work follows the holes:
@@ -434,13 +434,13 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
 
 def _extrapolated_change(start: np.ndarray, run: np.ndarray, values: np.ndarray, peak: float, rows: np.ndarray,
                          target: np.ndarray, progress: ProgressCallback | None) -> np.ndarray:
-    """The change towards the extrapolated luminance (n_run, 1) that fits the held-out pixels best (share in [0, 1]).
+    """The change towards the extrapolation (n_run, 1) that fits the held-out pixels best (a share in [0, 1]).
 
     ``start`` holds the known pixels (work units) and is overwritten with
-    ``values`` at the run's pixels; the luminance of the known pixels is
-    extrapolated into the run's (:mod:`.extrapolation`), and its difference
-    from the luminance of ``values`` is the change, spread equally over the
-    channels (the colour differences stay).
+    ``values`` at the run's pixels; the mean of the known pixels' channels
+    is extrapolated into the run's (:mod:`.extrapolation`), and its
+    difference from the mean of ``values`` is the change, the same in every
+    channel (the colour differences stay).
     """
     n_ch = start.shape[2]
     start[run] = values
