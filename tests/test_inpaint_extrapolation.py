@@ -87,7 +87,8 @@ def test_extrapolation_recovers_waves_through_strokes_and_keeps_the_rest():
     plan = plan_blocks(grey, m)
     calls = []
     with ThreadPoolExecutor(2) as pool:
-        out = extrapolate(grey, m, plan, pool=pool, n_threads=2, progress=lambda d, t: calls.append((d, t)))
+        out = grey.copy()
+        extrapolate(out, m, plan, pool=pool, n_threads=2, progress=lambda d, t: calls.append((d, t)))
     n = sum(level.n_tasks for level in plan)
     assert calls == [(k + 1, n) for k in range(n)] and n >= extrapolation_steps(m) > 0
     np.testing.assert_array_equal(out[~m], img[~m])
@@ -103,7 +104,8 @@ def test_extrapolation_keeps_a_pixel_out_of_every_window_s_reach():
     m = np.zeros((80, 80), bool)
     m[:, 20:] = True  # most windows of the right part see no known pixel
     grey = np.where(m, -7.0, img)
-    out = extrapolate(grey, m, plan_blocks(grey, m), pool=None, n_threads=1)
+    out = grey.copy()
+    extrapolate(out, m, plan_blocks(grey, m), pool=None, n_threads=1)
     assert np.isfinite(out).all()
     assert np.all(out[:, -8:] == -7.0)  # beyond every window's reach: as given
     np.testing.assert_array_equal(out[~m], img[~m])
@@ -140,6 +142,7 @@ def test_blocks_without_known_pixels_wait_for_filled_neighbours():
     m = np.zeros(img.shape, bool)
     m[28:68, 28:68] = True  # a 40-pixel hole: the windows of its middle blocks hold no known pixel
     grey = np.where(m, -7.0, img)
-    out = extrapolate(grey, m, plan_blocks(grey, m), pool=None, n_threads=1)
+    out = grey.copy()
+    extrapolate(out, m, plan_blocks(grey, m), pool=None, n_threads=1)
     # only the middle 8 x 8 pixels are beyond the reach of every window, filled pixels included
     assert np.count_nonzero(out[m] == -7.0) <= 64

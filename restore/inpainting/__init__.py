@@ -449,9 +449,10 @@ def _extrapolated_change(start: np.ndarray, run: np.ndarray, values: np.ndarray,
     grey = start.sum(axis=-1, dtype=start.dtype)
     grey /= start.dtype.type(peak * n_ch)
     n_threads = default_num_threads()
+    before = grey[run]
     with ThreadPoolExecutor(n_threads, thread_name_prefix="restore-inpaint") as pool:
-        ext = extrapolate(grey, run, plan_blocks(grey, run), pool=pool, n_threads=n_threads, progress=progress)
-    change = ((ext[run] - grey[run]) * peak)[:, None]  # the mean's change, in every channel
+        extrapolate(grey, run, plan_blocks(grey, run), pool=pool, n_threads=n_threads, progress=progress)
+    change = ((grey[run] - before) * peak)[:, None]  # the mean's change, in every channel
     d = np.broadcast_to(change[rows], target.shape)
     r = target - values[rows]
     dd = float(np.sum(d * d))
