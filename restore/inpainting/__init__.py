@@ -341,7 +341,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
         # (coding them on the same groups too measured no better, at twice the time)
         t0 = time.perf_counter()
         start[run] = values
-        L = luminance(start).astype(np.float64)[None]  # not start in float64: 16 MP x 3 channels
+        L = luminance(start).astype(np.float64, copy=False)[None]  # not start in float64: 16 MP x 3 channels
         before = L[0][run]
         L0 = L[0].reshape(-1)
         n_threads = default_num_threads()
