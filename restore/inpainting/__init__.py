@@ -105,11 +105,11 @@ def inpaint(
     kept changes are added. The passes' change is kept whole unless the
     held-out pieces (strokes, or pixels) agree that less of it fits them
     better: one stroke across an edge does not decide for all the others.
-    On strokes and holes the luminance is then also extrapolated block by
+    The luminance is then also extrapolated block by
     block from sparse Fourier models of the known pixels around each block
     (frequency selective reconstruction, Genser et al. 2018: it
     carries texture and long edges across strokes, where 8-pixel patches
-    see too little), and the result moves towards it as far as fits the
+    see too little, and between scattered known pixels), and the result moves towards it as far as fits the
     held-out pixels best. Under heavy random loss the recipe ends with the
     library's non-local denoiser iterated as a prior (see ``prior``), its change weighed on the
     held-out pixels too. Known pixels are returned bit for bit; holes wider than a patch are
@@ -268,9 +268,9 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     n_resolve = 0 if held is None else n_bands * n_ch  # the interpolant again, with the held-out pixels known
     dense = job.prior  # heavy random loss: the non-local denoiser iterated as a prior ends the recipe
     n_prior = prior_steps(M.shape, n_ch) if dense else 0
-    # strokes and holes: the frequency selective extrapolation of the luminance, kept as far as the held-out pixels
-    # support it (under random loss it measured below the prior, for as much time)
-    extrap = clustered and held is not None and not dense
+    # the frequency selective extrapolation of the luminance, kept as far as the held-out pixels support it: on
+    # strokes and holes, and under random loss too, where the non-local passes and the prior start from it
+    extrap = held is not None
     n_extrap = extrapolation_steps(run) if extrap else 0
     copy_bands = bands(*M.shape, band_px=_COPY_BAND_PX)
     steps = Steps(progress, len(copy_bands) + n_learn + n_bands * (n_ch + 1) + n_cycles + n_batches + n_groups
