@@ -105,12 +105,12 @@ def inpaint(
     kept changes are added. The passes' change is kept whole unless the
     held-out pieces (strokes, or pixels) agree that less of it fits them
     better: one stroke across an edge does not decide for all the others.
-    The luminance is then also extrapolated block by
-    block from sparse Fourier models of the known pixels around each block
-    (frequency selective reconstruction, Genser et al. 2018: it
-    carries texture and long edges across strokes, where 8-pixel patches
-    see too little, and between scattered known pixels), and the result moves towards it as far as fits the
-    held-out pixels best. Under heavy random loss the recipe ends with the
+    The luminance is then also extrapolated block by block from sparse
+    Fourier models of the known pixels around each block (frequency
+    selective reconstruction, Genser et al. 2018: it carries texture and
+    long edges across strokes, where 8-pixel patches see too little, and
+    between scattered known pixels), and the result moves towards it as
+    far as fits the held-out pixels best. Under heavy random loss the recipe ends with the
     library's non-local denoiser iterated as a prior (see ``prior``), its change weighed on the
     held-out pixels too. Known pixels are returned bit for bit; holes wider than a patch are
     filled by the interpolant and refined by the patches inside them.
