@@ -453,10 +453,8 @@ def _extrapolated_change(start: np.ndarray, run: np.ndarray, values: np.ndarray,
     with ThreadPoolExecutor(n_threads, thread_name_prefix="restore-inpaint") as pool:
         extrapolate(grey, run, plan_blocks(grey, run), pool=pool, n_threads=n_threads, progress=progress)
     change = ((grey[run] - before) * peak)[:, None]  # the mean's change, in every channel
-    d = np.broadcast_to(change[rows], target.shape)
-    r = target - values[rows]
-    dd = float(np.sum(d * d))
-    share = float(np.clip(np.sum(r * d) / dd, 0.0, 1.0)) if dd > 0 else 0.0
+    moved = values[rows] + change[rows]
+    share = best_blend(target, values[rows], moved, moved).a
     log.info("extrapolated in %.2f s, %.2f of its change kept", time.perf_counter() - t0, share)
     return (share * change).astype(values.dtype)
 
