@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["BlockSteps", "Cancelled", "ProgressCallback", "Steps"]
+__all__ = ["BlockSteps", "Cancelled", "ProgressCallback", "Steps", "stop_check", "stopped_by"]
 
 ProgressCallback = Callable[[int, int], None]
 """``progress(done, total)``: called after each step; it may raise :class:`Cancelled` to stop."""
@@ -58,6 +58,35 @@ class Steps:
             self.progress(self.done, self.total)
 
         return report
+
+
+_this_thread = threading.local()
+
+
+def stopped_by(event: threading.Event) -> None:
+    """A pool's initializer: computations on this thread stop at their next step once ``event`` is set.
+
+    For work that runs on our own threads with no progress callback of its
+    own (the blocks of a lazy array computed by Dask's threads): see
+    :func:`stop_check`.
+    """
+    _this_thread.stop = event
+
+
+def stop_check() -> ProgressCallback | None:
+    """A progress callback that raises :class:`Cancelled` once this thread's event is set (:func:`stopped_by`).
+
+    None on a thread without one: other callers' threads never stop.
+    """
+    event = getattr(_this_thread, "stop", None)
+    if event is None:
+        return None
+
+    def check(done: int, total: int) -> None:
+        if event.is_set():
+            raise Cancelled
+
+    return check
 
 
 # Progress steps of each block of a BlockSteps: its own steps, whatever their number, count as this many

@@ -50,6 +50,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from ._config import default_num_threads
+from ._progress import stopped_by
 
 __all__ = ["ClusterError", "ZarrInput", "check_zarr_output", "connect", "is_tiff", "is_zarr",
            "open_tiff", "open_zarr", "streams", "tiff_calibration", "write_tiff", "write_zarr"]
@@ -815,7 +817,8 @@ def _local_threads(chunks: int, progress: bool):
     import dask.array as da
 
     threads = default_num_threads()
-    pool = ThreadPoolExecutor(threads, thread_name_prefix="restore-dask")
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="restore-dask", initializer=stopped_by, initargs=(stop,))
     bar = _ChunkBar(chunks) if progress else None
 
     def fill(data: Any, target: Any = None) -> Any:
@@ -830,10 +833,13 @@ def _local_threads(chunks: int, progress: bool):
     try:
         with dask.config.set(scheduler="threads", pool=pool):
             yield fill
+    except BaseException:
+        stop.set()  # on Ctrl-C or a failure, the blocks being denoised stop at their next step
+        raise
     finally:
         if bar is not None:
             bar.close()
-        # on Ctrl-C, let the running tasks finish before the caller removes the files they write into
+        # let the running tasks end before the caller removes the files they write into
         pool.shutdown(wait=True, cancel_futures=True)
 
 

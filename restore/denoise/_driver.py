@@ -37,7 +37,7 @@ import numpy as np
 
 from .._cache import call_scope
 from .._config import default_num_threads
-from .._progress import BlockSteps, ProgressCallback
+from .._progress import BlockSteps, ProgressCallback, stop_check
 from .._validation import check_callable, check_finite, check_image, output_dtype
 from ..noise import NoiseEstimate, noise_sample
 from ._layout import Layout, check_layout
@@ -352,8 +352,8 @@ def _denoise_dask(image, layout: Layout, noise: NoiseModel, method: UnitMethod, 
     def block(b):  # the settings of the whole, whatever the block's size
         with _in_budget(int(np.prod([b.shape[a] for a in sp_axes])), n_axes, photon), _in_a_block():
             try:
-                if block_steps is None:
-                    return denoise_units(b, layout, noise, method, None, block=True)
+                if block_steps is None:  # on our own threads (a store written by the CLI), a stop at the next step
+                    return denoise_units(b, layout, noise, method, stop_check(), block=True)
                 with block_steps.block() as report:
                     return denoise_units(b, layout, noise, method, report, block=True)
             finally:
