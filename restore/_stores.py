@@ -833,13 +833,12 @@ def _local_threads(chunks: int, progress: bool):
     try:
         with dask.config.set(scheduler="threads", pool=pool):
             yield fill
-    except BaseException:
-        stop.set()  # on Ctrl-C or a failure, the blocks being denoised stop at their next step
-        raise
     finally:
         if bar is not None:
             bar.close()
-        # let the running tasks end before the caller removes the files they write into
+        # on Ctrl-C or a failure, the blocks being denoised stop at their next step (after a run, none is running);
+        # they end before the caller removes the files they write into
+        stop.set()
         pool.shutdown(wait=True, cancel_futures=True)
 
 
