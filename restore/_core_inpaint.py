@@ -231,8 +231,11 @@ def fsr_extrapolate(R, Wh, iters, fw2, size, gamma, vals):
     n = R.shape[1]
     h = R.shape[2]
     off = (n - size) // 2
-    ct = np.cos(2.0 * np.pi * np.arange(n) / n)
-    st = np.sin(2.0 * np.pi * np.arange(n) / n)
+    ct = np.empty(n)  # scalar loops: an array expression here costs most of a second of compiling
+    st = np.empty(n)
+    for t in range(n):
+        ct[t] = np.cos(2.0 * np.pi * t / n)
+        st[t] = np.sin(2.0 * np.pi * t / n)
     Rr = np.empty((n, h))
     Ri = np.empty((n, h))
     Wr = np.empty((2 * n, 2 * n))  # the full spectrum of the weights, tiled twice: shifted reads stay in range
