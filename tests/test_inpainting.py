@@ -371,8 +371,8 @@ def test_progress_covers_the_dictionarys_adaptation_and_cancels_in_it(photo, str
     assert max(seen) <= n_learn
 
 
-@pytest.mark.parametrize("where", ["restore-inpaint-learn", "MainThread"])
-def test_an_error_of_the_progress_callback_reaches_the_caller_from_either_thread(photo, strokes, where):
+@pytest.mark.parametrize("where", ["restore-inpaint-learn", "restore-inpaint-extrapolate", "MainThread"])
+def test_an_error_of_the_progress_callback_reaches_the_caller_from_any_thread(photo, strokes, where):
     # raised in the dictionary's thread, it came out as Cancelled: the caller's own error was lost
     import threading
     import time
@@ -387,9 +387,10 @@ def test_an_error_of_the_progress_callback_reaches_the_caller_from_either_thread
     assert not [t for t in threading.enumerate() if t.name.startswith("restore-inpaint")]
 
 
-def test_the_adaptation_beside_the_interpolation_reports_one_at_a_time_and_cancels(photo, strokes):
-    # the dictionary is fitted on a thread of its own while the start is interpolated: the same result, every step
-    # counted once, one report at a time, and Cancel from either thread stops both
+def test_the_stages_beside_each_other_report_one_at_a_time_and_cancel(photo, strokes):
+    # the dictionary is fitted on a thread of its own while the start is interpolated, and the extrapolation runs
+    # on another while the patches are coded: the same result, every step counted once, one report at a time, and
+    # Cancel from any thread stops them all
     import threading
     import time
 
@@ -405,10 +406,11 @@ def test_the_adaptation_beside_the_interpolation_reports_one_at_a_time_and_cance
 
     out = inpaint(photo, strokes, channel_axis=-1, n_train=3000, progress=one_at_a_time)
     np.testing.assert_array_equal(out, inpaint(photo, strokes, channel_axis=-1, n_train=3000))
-    assert most[0] == 1 and any(n.startswith("restore-inpaint-learn") for n in names)
+    assert most[0] == 1
+    assert {"restore-inpaint-learn", "restore-inpaint-extrapolate"} <= {n.rsplit("_", 1)[0] for n in names}
     done, total = np.array(calls).T
     assert np.all(total == total[0]) and np.all(np.diff(done) >= 0) and done[-1] == total[0]
-    for where in ("restore-inpaint-learn", "MainThread"):
+    for where in ("restore-inpaint-learn", "restore-inpaint-extrapolate", "MainThread"):
         def cancel(d, t, where=where):
             if threading.current_thread().name.startswith(where) and d >= 2:
                 raise Cancelled

@@ -315,24 +315,36 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
             shared.failed = True  # the fit stops at its next step (Cancel, or an error here)
             shared.reraise(exc)  # a Cancelled that the fit's failed report caused: the fit's error instead
             raise
-    # 5. the passes of patch coding refine the luminance of the missing pixels
+    # 5. the passes of patch coding refine the luminance of the missing pixels, while the luminance is extrapolated
+    # from the known pixels alone on a thread of its own (the passes leave a core idle between their batches)
     t0 = time.perf_counter()
-    refined = refine_luminance(lum.copy(), run, patch_size=job.patch_size, grids=grids, lams=job.lams,
-                               batch_size=job.batch_size, coder=Coder.of(est, job.max_iter),
-                               progress=steps.callback(n_batches), settle=clustered)
-    log.info("interpolated in %.2f s, coded and averaged patches in %.2f s", t_start, time.perf_counter() - t0)
+    shared = _SharedSteps(steps)
+    with ThreadPoolExecutor(1, thread_name_prefix="restore-inpaint-extrapolate") as side:
+        extrapolated = side.submit(_extrapolated_grey, start, run, peak, shared.counter(n_extrap)) if extrap else None
+        try:
+            lum_run = lum[run]  # the luminance is refined in place: at 16 MP no copy of it is held
+            refined = refine_luminance(lum, run, patch_size=job.patch_size, grids=grids, lams=job.lams,
+                                       batch_size=job.batch_size, coder=Coder.of(est, job.max_iter),
+                                       progress=shared.counter(n_batches), settle=clustered)
+            log.info("interpolated in %.2f s, coded and averaged patches in %.2f s", t_start,
+                     time.perf_counter() - t0)
+            extrapolated = None if extrapolated is None else extrapolated.result()
+        except BaseException as exc:
+            shared.failed = True  # the extrapolation stops at its next step
+            shared.reraise(exc)
+            raise
     # 6. weight * (start + the passes' change) + (1 - weight) * the diffusion
     values = start[run]
-    change = (weight * (refined[run] - lum[run]) / np.sqrt(n_ch))[:, None] \
+    change = (weight * (refined[run] - lum_run) / np.sqrt(n_ch))[:, None] \
         + (1.0 - weight)[:, None] * (diffused - values)
     values = values + change.astype(values.dtype)
-    del lum, refined, weight, diffused, change
+    del lum, lum_run, refined, weight, diffused, change
     # the held-out pixels' rows among the run's missing pixels (row-major), and their known values
     run_idx = np.flatnonzero(run)
     rows = None if held is None else np.searchsorted(run_idx, held)
     target = None if held is None else job.image.reshape(-1, n_ch)[held].astype(np.float64) / float(job.unit)
-    if extrap:
-        values = values + _extrapolated_change(start, run, values, peak, rows, target, steps.callback(n_extrap))
+    if extrapolated is not None:
+        values = values + _extrapolated_change(extrapolated, values, peak, rows, target)
     blend = None if held is None else best_blend(target, interpolant[rows], values[rows], values[rows])
     first_fit = blend
     second = None
@@ -432,30 +444,43 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     return job.result(values.astype(job.image.dtype, copy=False))
 
 
-def _extrapolated_change(start: np.ndarray, run: np.ndarray, values: np.ndarray, peak: float, rows: np.ndarray,
-                         target: np.ndarray, progress: ProgressCallback | None) -> np.ndarray:
-    """The change towards the extrapolation (n_run, 1) that fits the held-out pixels best (a share in [0, 1]).
+def _extrapolated_grey(start: np.ndarray, run: np.ndarray, peak: float,
+                       progress: ProgressCallback | None) -> np.ndarray:
+    """The mean of the channels at the run's pixels (n_run,) extrapolated from the known ones (:mod:`.extrapolation`).
 
-    ``start`` holds the known pixels (work units) and is overwritten with
-    ``values`` at the run's pixels; the mean of the known pixels' channels
-    is extrapolated into the run's (:mod:`.extrapolation`), and its
-    difference from the mean of ``values`` is the change, the same in every
-    channel (the colour differences stay).
+    ``start`` (H, W, C) holds the known pixels (work units; its run's pixels
+    are not read). In units of the known pixels' peak, as the block sizes
+    want them; NaN at a pixel out of every window's reach.
     """
-    n_ch = start.shape[2]
-    start[run] = values
     t0 = time.perf_counter()
-    # the channels' mean in units of the known pixels' peak, as the block sizes want it (float32 at 16 MP)
-    grey = start.sum(axis=-1, dtype=start.dtype)
-    grey /= start.dtype.type(peak * n_ch)
+    grey = start.sum(axis=-1, dtype=start.dtype)  # float32 at 16 MP
+    grey /= start.dtype.type(peak * start.shape[2])
+    grey[run] = np.nan  # never read (weight 0); left where no block reaches
     n_threads = default_num_threads()
-    before = grey[run]
     with ThreadPoolExecutor(n_threads, thread_name_prefix="restore-inpaint") as pool:
         extrapolate(grey, run, plan_blocks(grey, run), pool=pool, n_threads=n_threads, progress=progress)
-    change = ((grey[run] - before) * peak)[:, None]  # the mean's change, in every channel
+    log.info("extrapolated in %.2f s", time.perf_counter() - t0)
+    return grey[run]
+
+
+def _extrapolated_change(extrapolated: np.ndarray, values: np.ndarray, peak: float, rows: np.ndarray,
+                         target: np.ndarray) -> np.ndarray:
+    """The change (n_run, 1) of ``values`` towards the extrapolation that fits the held-out pixels best.
+
+    ``extrapolated`` is :func:`_extrapolated_grey`'s; the change is the
+    share in [0, 1] of its difference from the channels' mean of ``values``
+    that fits best, the same in every channel (the colour differences stay),
+    and 0 where nothing was extrapolated.
+    """
+    n_ch = values.shape[1]
+    before = values.sum(axis=-1, dtype=values.dtype)
+    before /= values.dtype.type(peak * n_ch)
+    change = (extrapolated - before) * peak
+    change[np.isnan(change)] = 0.0
+    change = change[:, None]
     moved = values[rows] + change[rows]
     share = best_blend(target, values[rows], moved, moved).a
-    log.info("extrapolated in %.2f s, %.2f of its change kept", time.perf_counter() - t0, share)
+    log.info("%.2f of the extrapolation's change kept", share)
     return (share * change).astype(values.dtype)
 
 
