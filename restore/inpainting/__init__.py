@@ -74,7 +74,7 @@ def inpaint(
     channel_axis: int | None = None,
     n_train: int = _N_TRAIN,
     batch_size: int = _PASS_BATCH,
-    max_iter: int = 25,
+    max_iter: int = 15,
     n_group_passes: int = 5,
     prior: bool | None = None,
     rng: int | np.random.Generator | None = None,
@@ -167,8 +167,11 @@ def inpaint(
     batch_size : int, default 8192
         Patches coded together by one thread, at most (a pass is cut in
         at least 8 batches when it has 2048 patches or more).
-    max_iter : int, default 25
-        FISTA iterations per batch.
+    max_iter : int, default 15
+        FISTA iterations per batch. The passes refine one estimate, each
+        from the last one's, so a pass's codes need not converge: 25 gave
+        the same masked PSNR within 0.05 dB (text and random loss), at 1.15
+        times the time on text.
     n_group_passes : int, default 5
         Non-local passes that end the recipe (0: none; they stop early
         once one fits the held-out pixels no better than the best before): the luminance's
