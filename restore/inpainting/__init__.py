@@ -199,8 +199,9 @@ def inpaint(
         conjugate-gradient iterations of the interpolation, the cycles of
         the diffusion, the batches of patches and of extrapolated blocks. It may raise
         :class:`restore.Cancelled` to stop (nothing is returned then). It
-        may be called from worker threads (the bands of the interpolation
-        solved at once), never two calls at a time.
+        may be called from worker threads (the dictionary's adaptation, the
+        bands of the interpolation solved at once, the extrapolation beside
+        the patches), never two calls at a time.
 
     Returns
     -------
