@@ -301,7 +301,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
             learner = side.submit(_timed, fit, "dictionary ready in %.2f s")
         else:
             log.info("dictionary ready in %.2f s", 0.0)
-        try:
+        with shared.stopping_others():  # the fit stops at its next step on Cancel, or on an error here
             t0 = time.perf_counter()
             exact = np.zeros(run.shape, dtype=bool)  # the pixels solved by the factorisation, not to a tolerance
             start = biharmonic_fill(work, run, shared, direct=not dense, clip=not dense,
@@ -315,17 +315,12 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
             if learner is not None:
                 est = learner.result()
                 learned.finish()
-        except BaseException as exc:
-            shared.failed = True  # the fit stops at its next step (Cancel, or an error here)
-            shared.reraise(exc)  # a Cancelled that the fit's failed report caused: the fit's error instead
-            raise
     # 5. the passes of patch coding refine the luminance of the missing pixels, while the luminance is extrapolated
     # from the known pixels alone on a thread of its own (the passes leave a core idle between their batches)
     t0 = time.perf_counter()
-    shared = _SharedSteps(steps)
     with ThreadPoolExecutor(1, thread_name_prefix="restore-inpaint-extrapolate") as side:
         extrapolated = side.submit(_extrapolated_grey, start, run, peak, shared.counter(n_extrap)) if extrap else None
-        try:
+        with shared.stopping_others():  # the extrapolation stops at its next step
             lum_run = lum[run]  # the luminance is refined in place: at 16 MP no copy of it is held
             refined = refine_luminance(lum, run, patch_size=job.patch_size, grids=grids, lams=job.lams,
                                        batch_size=job.batch_size, coder=Coder.of(est, job.max_iter),
@@ -333,10 +328,6 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
             log.info("interpolated in %.2f s, coded and averaged patches in %.2f s", t_start,
                      time.perf_counter() - t0)
             extrapolated = None if extrapolated is None else extrapolated.result()
-        except BaseException as exc:
-            shared.failed = True  # the extrapolation stops at its next step
-            shared.reraise(exc)
-            raise
     # 6. weight * (start + the passes' change) + (1 - weight) * the diffusion
     values = start[run]
     change = (weight * (refined[run] - lum_run) / np.sqrt(n_ch))[:, None] \

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -101,17 +103,27 @@ class _SharedSteps:
     """:class:`Steps` reported from several threads: one at a time, and none once one raised (Cancel).
 
     ``error``: what the first report that failed raised (Cancel, or the caller's callback's own error),
-    which the other threads see as :class:`Cancelled`; the caller raises it (:meth:`reraise`).
+    which the other threads see as :class:`Cancelled`; the caller raises it (:meth:`stopping_others`).
     """
 
     def __init__(self, steps: Steps) -> None:
         self.steps, self.lock, self.failed = steps, threading.Lock(), False
         self.error: BaseException | None = None
 
-    def reraise(self, exc: BaseException) -> None:
-        """Raise the first report's error instead of ``exc``, the :class:`Cancelled` it caused elsewhere."""
-        if isinstance(exc, Cancelled) and self.error is not None and self.error is not exc:
-            raise self.error
+    @contextmanager
+    def stopping_others(self) -> Iterator[None]:
+        """Work beside the other threads: if it raises (Cancel, or an error), they stop at their next report.
+
+        A :class:`Cancelled` that another thread's failed report caused is
+        replaced by that thread's own error.
+        """
+        try:
+            yield
+        except BaseException as exc:
+            self.failed = True
+            if isinstance(exc, Cancelled) and self.error is not None and self.error is not exc:
+                raise self.error from None  # the Cancelled was only its echo
+            raise
 
     def __call__(self, n: int = 1) -> None:
         self._report(lambda: self.steps(n))
