@@ -100,6 +100,46 @@ def test_pass_grids_put_every_missing_pixel_in_a_patch_core(h, w, size, data):
         assert in_core[missing].all()
 
 
+def test_an_interrupt_while_the_bands_are_solved_stops_them_at_once(rng):
+    # Ctrl-C (KeyboardInterrupt) reaches the main thread, which waits for the bands' threads: the queued bands were all
+    # solved, and the running ones to their end, before it came out (seconds at 16 MP)
+    import os
+    import signal
+
+    from restore._progress import Steps
+    from restore.inpainting.interpolation import bands, biharmonic_fill
+
+    class Interrupt(Exception):
+        pass
+
+    H, W = 10_000, 1000
+    assert len(bands(H, W)) >= 5  # more bands than threads: some wait in the queue
+    img = rng.random((H, W, 1))
+    mask = np.zeros((H, W), bool)
+    mask[5::20, 10:990] = True  # thin strokes in every band
+    after = []
+
+    def report(done, total):
+        if interrupted:
+            after.append(done)
+        elif done >= 1 and not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    def handler(signum, frame):
+        interrupted.append(True)
+        raise Interrupt
+
+    interrupted, sent = [], []
+    previous = signal.signal(signal.SIGUSR1, handler)
+    try:
+        with pytest.raises(Interrupt):
+            biharmonic_fill(img, mask, Steps(report, 100), direct=True, n_threads=2)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert interrupted and len(after) <= 1, after
+
+
 def test_pass_grids_skip_patches_touching_the_mask_on_their_rim_only():
     from restore.inpainting.patches import pass_grids
 

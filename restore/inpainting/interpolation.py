@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
@@ -90,9 +90,13 @@ def biharmonic_fill(img: np.ndarray, missing: np.ndarray, steps: Steps | None = 
         return out
     with ThreadPoolExecutor(n_threads, thread_name_prefix="restore-biharmonic") as pool:
         futures = [pool.submit(solve, *band) for band in todo]
-        wait(futures, return_when=FIRST_EXCEPTION)
-        for f in futures:
-            f.cancel()
+        try:
+            # Ctrl-C here too: the running bands stop at their next step, not at their end
+            with nullcontext() if shared is None else shared.stopping_others():
+                wait(futures, return_when=FIRST_EXCEPTION)
+        finally:
+            for f in futures:
+                f.cancel()  # the queued bands
         wait(futures)  # the running ones stop at their next step once one failed (Cancel)
         for f in futures:
             f.result()
