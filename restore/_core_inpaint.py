@@ -6,8 +6,10 @@ the block matcher on the patches' pixels), :func:`gather_groups`,
 then FISTA steps of the group transform (matrix products, in the caller), the
 prox of the tree-l2 norm (:func:`restore._core.prox_tree_l2`, the kernel of
 :func:`restore.prox`) and :func:`fista_step`, and :func:`aggregate`.
-:func:`scatter_patches` averages the passes of patch coding
-(:mod:`restore.inpainting.patches`). Small kernels, not one fused one: each
+:func:`conditional_groups` is the step of the prior under heavy random
+loss (:mod:`restore.inpainting.prior`), between the same matching,
+gathering and aggregation. :func:`scatter_patches` averages the passes of
+patch coding (:mod:`restore.inpainting.patches`). Small kernels, not one fused one: each
 compiles in well under a second, and the prox reuses the kernel the
 denoiser and the coder compile.
 
@@ -56,6 +58,83 @@ def fista_step(X, Y, Kn, R, beta):
             else:
                 X[i, j] = r + beta * (r - R[i, j])
             R[i, j] = r
+
+
+@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+def conditional_groups(X, Kn, k, ridge):
+    """Each group's missing pixels to their mean given its known ones, under the group's Gaussian model.
+
+    ``X`` (n, k p^2) holds ``n`` groups of ``k`` patches (known pixels and
+    the current estimate of the missing ones, as :func:`gather_groups`
+    gathers them), ``Kn`` which are known. The model of a group is the mean
+    and the covariance of its ``k`` patches, plus ``ridge`` on the
+    diagonal; each patch's missing pixels become their conditional mean
+    ``mu_m + C_mk (C_kk)^-1 (x_k - mu_k)`` (in place; known pixels are not
+    written), by a Cholesky factorisation of the known pixels' block.
+    """
+    n = X.shape[0]
+    q = X.shape[1] // k
+    mu = np.empty(q)
+    C = np.empty((q, q))
+    D = np.empty((k, q))  # the group's patches minus their mean
+    A = np.empty((q, q))
+    b = np.empty(q)
+    kk = np.empty(q, dtype=np.int64)
+    for i in range(n):
+        for a in range(q):
+            s = 0.0
+            for m in range(k):
+                s += X[i, m * q + a]
+            mu[a] = s / k
+        for m in range(k):
+            for a in range(q):
+                D[m, a] = X[i, m * q + a] - mu[a]
+        for a in range(q):
+            for c in range(a, q):
+                s = 0.0
+                for m in range(k):
+                    s += D[m, a] * D[m, c]
+                C[a, c] = s / k
+                C[c, a] = s / k
+            C[a, a] += ridge
+        for m in range(k):
+            nk = 0
+            for a in range(q):
+                if Kn[i, m * q + a]:
+                    kk[nk] = a
+                    nk += 1
+            if nk == q:
+                continue
+            for a in range(nk):  # the lower triangle of C_kk, factorised in place (positive definite: ridge > 0)
+                for c in range(a + 1):
+                    A[a, c] = C[kk[a], kk[c]]
+                b[a] = D[m, kk[a]]
+            for a in range(nk):
+                s = A[a, a]
+                for c in range(a):
+                    s -= A[a, c] * A[a, c]
+                A[a, a] = np.sqrt(s)
+                for r in range(a + 1, nk):
+                    s = A[r, a]
+                    for c in range(a):
+                        s -= A[r, c] * A[a, c]
+                    A[r, a] = s / A[a, a]
+            for a in range(nk):  # b = C_kk^-1 (x_k - mu_k): forward, then back substitution
+                s = b[a]
+                for c in range(a):
+                    s -= A[a, c] * b[c]
+                b[a] = s / A[a, a]
+            for a in range(nk - 1, -1, -1):
+                s = b[a]
+                for c in range(a + 1, nk):
+                    s -= A[c, a] * b[c]
+                b[a] = s / A[a, a]
+            for a in range(q):
+                if not Kn[i, m * q + a]:
+                    s = mu[a]
+                    for c in range(nk):
+                        s += C[a, kk[c]] * b[c]
+                    X[i, m * q + a] = s
 
 
 @njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT

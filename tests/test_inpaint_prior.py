@@ -1,14 +1,54 @@
-"""Heavy random pixel loss: the non-local denoiser iterated as the prior that ends inpaint's recipe."""
+"""Heavy random pixel loss: the groups' Gaussian model iterated as the prior that ends inpaint's recipe."""
 
 import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from inpaint_cases import masked_psnr, photo_crop, stroke_mask
 from skimage.restoration import inpaint_biharmonic
 
 from restore import Cancelled, inpaint
+from restore._core_inpaint import conditional_groups
 from restore.inpainting.prior import wants_prior
+
+
+def naive_conditional(X, Kn, k, ridge):
+    """Each group's Gaussian (mean, biased covariance plus ridge) and each patch's conditional mean, by numpy."""
+    out = X.copy()
+    for i in range(X.shape[0]):
+        P = X[i].reshape(k, -1)
+        mu = P.mean(axis=0)
+        C = (P - mu).T @ (P - mu) / k + ridge * np.eye(P.shape[1])
+        for m in range(k):
+            kn = Kn[i].reshape(k, -1)[m].astype(bool)
+            mi = ~kn
+            w = np.linalg.solve(C[np.ix_(kn, kn)], P[m, kn] - mu[kn])
+            out[i].reshape(k, -1)[m, mi] = mu[mi] + C[np.ix_(mi, kn)] @ w
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 3), k=st.integers(1, 6), p=st.integers(1, 3),
+       lost=st.floats(0.0, 1.0), ridge=st.sampled_from([1e-6, 1e-3, 0.1]))
+def test_kernel_gives_each_patch_its_conditional_mean(seed, n, k, p, lost, ridge):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, k * p * p))
+    Kn = (rng.random(X.shape) >= lost).astype(np.uint8)
+    out = X.copy()
+    conditional_groups(out, Kn, k, ridge)
+    np.testing.assert_array_equal(out[Kn == 1], X[Kn == 1])  # known pixels are never written
+    np.testing.assert_allclose(out, naive_conditional(X, Kn, k, ridge), rtol=1e-9, atol=1e-9)
+    # optimality: the missing pixels minimise the patch's Gaussian energy (z - mu)^T C^-1 (z - mu), the known
+    # ones fixed: the gradient's missing entries vanish
+    for i in range(n):
+        P = X[i].reshape(k, -1)
+        mu = P.mean(axis=0)
+        C = (P - mu).T @ (P - mu) / k + ridge * np.eye(p * p)
+        grad = np.linalg.solve(C, (out[i].reshape(k, -1) - mu).T).T
+        missing = Kn[i].reshape(k, -1) == 0
+        np.testing.assert_allclose(grad[missing], 0.0, atol=1e-6 / ridge)
 
 
 @pytest.fixture(scope="module")
@@ -24,14 +64,14 @@ def test_heavy_random_loss_on_texture_is_far_above_biharmonic(gratings):
     mask = np.random.default_rng(3).random(gratings.shape) < 0.8
     out = inpaint(gratings, mask)
     np.testing.assert_array_equal(out[~mask], gratings[~mask])
-    # the patches' passes alone: +1.2 dB; with the extrapolation +10.3; with the prior too +11.6
+    # the patches' passes alone: +1.2 dB; with the extrapolation +10.3; with the prior too +11.4
     assert masked_psnr(out, gratings, mask) > masked_psnr(inpaint_biharmonic(gratings, mask), gratings, mask) + 3.0
 
 
 def test_the_prior_is_what_helps_and_can_be_asked_for_or_refused(gratings):
     mask = np.random.default_rng(3).random(gratings.shape) < 0.8
     off = masked_psnr(inpaint(gratings, mask, prior=False), gratings, mask)
-    assert masked_psnr(inpaint(gratings, mask, prior=True), gratings, mask) > off + 1.0  # +1.35 dB
+    assert masked_psnr(inpaint(gratings, mask, prior=True), gratings, mask) > off + 0.8  # +1.13 dB
     strokes = stroke_mask()  # off by default on text, and asked for there, it still keeps the known pixels
     out = inpaint(gratings, strokes, prior=True, n_passes=2)
     np.testing.assert_array_equal(out[~strokes], gratings[~strokes])
@@ -46,7 +86,7 @@ def test_colour_float32_known_pixels_bit_identical_and_above_biharmonic():
     assert out.dtype == np.float32
     np.testing.assert_array_equal(out[~mask], photo[~mask])
     bih = masked_psnr(inpaint_biharmonic(photo, mask, channel_axis=-1), photo, mask)
-    assert masked_psnr(out, photo, mask) > bih + 0.75  # before the prior: +0.65 dB; with it +1.03
+    assert masked_psnr(out, photo, mask) > bih + 0.8  # before the prior: +0.66 dB; with it +0.92
 
 
 def test_the_stage_is_decided_from_the_mask():
@@ -92,7 +132,7 @@ def test_a_black_image_is_filled_black(kind):
 
 
 def test_an_image_narrower_than_the_priors_patches_skips_it_or_refuses_it():
-    # the prior's non-local patches are 8 pixels: on a 7-pixel-high strip it raised IndexError from the denoiser
+    # the prior's patches are 8 pixels: on a 7-pixel-high strip it raised IndexError (from the denoiser it was)
     from restore import learn_dictionary
 
     rng = np.random.default_rng(0)

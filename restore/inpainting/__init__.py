@@ -5,7 +5,7 @@ The recipe (:func:`inpaint`), one module per stage: the smooth interpolant
 the passes of patch coding (:mod:`.patches`), the dictionary
 (:mod:`.dictionary`), the frequency selective extrapolation
 (:mod:`.extrapolation`), the non-local passes (:mod:`.grouping`) and the
-iterated prior (:mod:`.prior`).
+groups' Gaussian model iterated as a prior (:mod:`.prior`).
 """
 
 from __future__ import annotations
@@ -110,9 +110,9 @@ def inpaint(
     selective reconstruction, Genser et al. 2018: it carries texture and
     long edges across strokes, where 8-pixel patches see too little, and
     between scattered known pixels), and the result moves towards it as
-    far as fits the held-out pixels best. Under heavy random loss the recipe ends with the
-    library's non-local denoiser iterated as a prior (see ``prior``), its change weighed on the
-    held-out pixels too. Known pixels are returned bit for bit; holes wider than a patch are
+    far as fits the held-out pixels best. Under heavy random loss the recipe ends with a
+    Gaussian model of each group of similar patches iterated as a prior (see ``prior``), its
+    change weighed on the held-out pixels too. Known pixels are returned bit for bit; holes wider than a patch are
     filled by the interpolant and refined by the patches inside them.
     On strokes and holes (a clustered mask) the work follows the holes:
     the diffusion runs for the square of the strokes' half-width, a patch
@@ -182,11 +182,13 @@ def inpaint(
         the weighted average of the groups' reconstructions; ``lam`` falls
         from pass to pass.
     prior : bool, optional
-        Whether the recipe ends with the library's non-local denoiser
-        iterated as the image's prior (16 denoisings of the whole image at a
-        falling noise level, the missing pixels moved towards each result,
-        the known ones kept; as much of its change kept as fits the
-        held-out pixels best). Default: decided from the mask, on for heavy
+        Whether the recipe ends with the groups' Gaussian model iterated as
+        the image's prior (non-local Bayes: 6 steps over the whole image,
+        each matching groups of 48 similar patches on the estimate and
+        moving each patch's missing pixels towards their mean given its
+        known ones under the group's mean and covariance; the known pixels
+        kept, and as much of its change kept as fits the held-out pixels
+        best). Default: decided from the mask, on for heavy
         random loss (half the pixels or more missing, no more clustered
         than chance), where it pays for its time; off for text, scratches
         and holes.
@@ -270,7 +272,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     del touching
     n_groups = n_group_steps(plan)
     n_resolve = 0 if held is None else n_bands * n_ch  # the interpolant again, with the held-out pixels known
-    dense = job.prior  # heavy random loss: the non-local denoiser iterated as a prior ends the recipe
+    dense = job.prior  # heavy random loss: the groups' Gaussian model iterated as a prior ends the recipe
     n_prior = prior_steps(M.shape, n_ch) if dense else 0
     # the frequency selective extrapolation of the luminance, kept as far as the held-out pixels support it: on
     # strokes and holes, and under random loss too, where the non-local passes and the prior start from it
@@ -512,7 +514,7 @@ class _Job:
     batch_size: int
     max_iter: int
     groups: GroupSettings
-    prior: bool  # the iterated non-local prior ends the recipe
+    prior: bool  # the iterated group prior ends the recipe
     blank: bool  # every known pixel is 0
     peak: float  # the largest magnitude of a known pixel
 
@@ -535,7 +537,7 @@ class _Job:
         if prior is not None and not isinstance(prior, bool | np.bool_):
             raise ValueError(f"prior must be True, False or None (decided from the mask), got {prior!r}")
         if prior and min(H, W) < prior_side():
-            raise ValueError(f"prior=True needs an image of at least {prior_side()} pixels a side (the non-local "
+            raise ValueError(f"prior=True needs an image of at least {prior_side()} pixels a side (the prior's "
                              f"patches), got {H}x{W}")
         if M.all():
             raise ValueError("mask marks every pixel as missing: nothing to inpaint from")

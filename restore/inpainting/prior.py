@@ -1,57 +1,66 @@
-"""Heavy random pixel loss: the non-local denoiser iterated as the image's prior (plug-and-play).
+"""Heavy random pixel loss: a Gaussian model of each group of similar patches, iterated (non-local Bayes).
 
 Where most pixels are lost at random, every patch still holds a few known
-pixels, and the image's repeats are best found by denoising the whole
-estimate: each step runs :func:`restore._nonlocal.nonlocal_denoise` (the
-library's non-local tree denoiser, both stages) on the current estimate at
-a noise level that falls geometrically from step to step, and moves the
-missing pixels towards its result; the known pixels are never changed (as
-in Danielyan, Katkovnik and Egiazarian's BM3D-frames inpainting, 2012).
-Colour images are denoised in an orthonormal colour basis whose first axis
-is the grey axis (the luminance of :func:`.patches.luminance`), the
-channels in groups matched on the luminance. How much of the steps'
-change the result keeps is fitted by the caller on the held-out pixels
-(see :mod:`.validation`): their error, measured after each step, is too
-noisy to stop the steps on (on 90 % loss it rose for the first half of
-them and fell below the start only in the second).
+pixels, and the patches that look alike in the current estimate share
+their known pixels. Each step matches, for every reference patch of a grid
+over the whole image, its ``k`` most similar patches in the estimate's
+luminance (the project's block matcher, as the non-local passes use it),
+models the group as a Gaussian (its mean and covariance, with a small ridge)
+and replaces each patch's missing pixels by their conditional mean given
+its known ones; the estimates of a pixel are averaged (a Gaussian window),
+and the missing pixels move towards that average. The known pixels are never
+changed; the next step matches on the new estimate. This is the Gaussian
+conditional estimate of non-local Bayes and piecewise-linear estimation
+(Lebrun, Buades and Morel 2013; Yu, Sapiro and Mallat 2012) with the
+group's own statistics. Only the luminance (the grey axis of
+:func:`.patches.luminance`) is refined: most of the error is there, and the
+colour differences stay the estimate's. How much of the steps' change the
+result keeps is fitted by the caller on the held-out pixels (see
+:mod:`.validation`). The kernel is
+:func:`restore._core_inpaint.conditional_groups`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .._nonlocal import NonlocalSettings, nonlocal_denoise, nonlocal_steps
+from .. import _blockmatch, _core_inpaint
+from .._config import default_num_threads
+from .._nonlocal import run_ordered
 from .._progress import Steps
 from .validation import clustering
 
-__all__ = ["iterate_prior", "prior_steps", "wants_prior"]
+__all__ = ["iterate_prior", "prior_side", "prior_steps", "wants_prior"]
 
 log = logging.getLogger("restore.inpainting")
 
 # share of missing pixels from which a mask no more clustered than chance (random loss) gets the iterated prior:
-# with fewer, the patch passes see enough of each patch; the prior costs a few denoisings of the whole image
+# with fewer, the patch passes see enough of each patch; the prior costs a few passes over the whole image
 _MIN_MISSING = 0.5
 _CLUSTERED = 0.5  # masks clustered beyond this (see clustering: text, scratches, blobs) never get it
-_N_STEPS = 16  # denoisings: the held-out pixels' error still falls at 20 on 70 % loss, little after 12 on 90 %
-# noise sd of the first and the last step, in units of the known pixels' peak: the first about the error of the
-# passes' result over the whole image at 90 % loss; above, the first steps smooth texture away
-_SIGMAS = (0.06, 0.01)
-# each step moves the missing pixels this many times the denoiser's change: faster, and inside (0, 2), where relaxed
-# steps of an averaged map converge. 1.8 against 1.5: +0.05 dB on 8 crops of random loss (4 photos, 70 and 90 %),
-# +0.04 on the benchmark's default photos, in the same time; 2.0 +0.08 on the crops but at the edge (2.3: -0.04)
-_RELAX = 1.8
-# the denoiser's reference grids sparser than its defaults (stage 2 every 6 px, stage 1 every 8, were 3 and 4): a
-# quarter of the work, and the steps' result is the same, as the next step's grid falls elsewhere on the estimate
-_SETTINGS = NonlocalSettings(stride=6, stride1=8)
+_PATCH = 8  # patch side, px
+_K = 48  # patches per group: 32 lost 0.25 dB on the benchmark's default photos, 16 lost 0.5 (the covariance's noise)
+_HALF_WINDOW = 20  # the search window is 41 x 41 px: 21 x 21 lost 0.3 dB on the monarch (its repeats are far apart)
+_STRIDE = 4  # step of the grid of reference patches, px
+_N_STEPS = 6  # steps: the held-out pixels' error still falls after 5 on 70 % and 90 % loss
+# each step moves the missing pixels this many times towards the groups' estimate: 1.5 against 1: +0.05 dB on the
+# benchmark's default photos at 6 steps (faster to the same place)
+_RELAX = 1.5
+# ridge on the groups' covariance, in units of the known pixels' peak squared: the known pixels are exact, the
+# model is not (48 patches for 64 pixels); 1e-3 and 2e-5 both lost 0.05 dB on the default photos
+_RIDGE = 2e-4
+_WINDOW_SD = 0.5  # sd of the Gaussian weights of a patch's pixels in the average, in patch sides
+_CHUNK_REFS = 64  # reference patches per chunk: one progress step, some tens of milliseconds
 
 
 def prior_side() -> int:
-    """The smallest side (pixels) of an image the prior can run on: its non-local patches'."""
-    s = _SETTINGS.resolved(2)
-    return max(s.patch, s.patch2)
+    """The smallest side (pixels) of an image the prior can run on: its patches'."""
+    return _PATCH
 
 
 def wants_prior(missing: np.ndarray) -> bool:
@@ -60,41 +69,105 @@ def wants_prior(missing: np.ndarray) -> bool:
             and clustering(missing) < _CLUSTERED)
 
 
+def _axis_origins(n: int) -> np.ndarray:
+    """Patch origins along an axis of ``n`` pixels: every ``_STRIDE``, and the last one, so every pixel is covered."""
+    o = np.arange(0, n - _PATCH + 1, _STRIDE)
+    return o if o[-1] == n - _PATCH else np.append(o, n - _PATCH)
+
+
+def _references(shape: tuple[int, int]) -> np.ndarray:
+    """Origins (n, 2) of the reference patches, row-major."""
+    rr, cc = np.meshgrid(_axis_origins(shape[0]), _axis_origins(shape[1]), indexing="ij")
+    return np.stack([rr.ravel(), cc.ravel()], axis=1).astype(np.int64)
+
+
+def _n_chunks(shape: tuple[int, int]) -> int:
+    return -(-len(_axis_origins(shape[0])) * len(_axis_origins(shape[1])) // _CHUNK_REFS)
+
+
 def prior_steps(shape: tuple[int, int], n_channels: int) -> int:
-    """Progress steps of :func:`iterate_prior` on an image of ``shape`` (H, W) and channels."""
-    return _N_STEPS * nonlocal_steps(shape, _SETTINGS, n_channels)
-
-
-def _colour_basis(n: int) -> np.ndarray:
-    """An orthonormal basis (columns) of colour space whose first vector is the grey axis, ``1 / sqrt(n)``."""
-    a = np.eye(n)
-    a[:, 0] = 1.0
-    q, _ = np.linalg.qr(a)
-    return q * np.sign(q[0, 0])  # the first column positive: the luminance, not its negative
+    """Progress steps of :func:`iterate_prior` on an image of ``shape`` (H, W): a chunk of references each."""
+    return _N_STEPS * _n_chunks(shape)
 
 
 def iterate_prior(x: np.ndarray, missing: np.ndarray, peak: float, steps: Steps) -> np.ndarray:
-    """The change the iterated denoiser makes to the missing pixels of ``x``: (n_missing, C), row-major order.
+    """The change the iterated group model makes to the missing pixels of ``x``: (n_missing, C), row-major order.
 
     ``x`` (H, W, C) float64 holds the known pixels and the current estimate
-    of the missing ones (it is overwritten); ``peak`` > 0 is the known
-    pixels' largest magnitude, the unit of the noise levels. ``steps`` counts
-    :func:`prior_steps` in all; the callback may raise to stop.
+    of the missing ones (not modified); ``peak`` > 0 is the known pixels'
+    largest magnitude, the unit of the ridge. ``steps`` counts
+    :func:`prior_steps` in all; the callback may raise to stop. The change is
+    the same in every channel: along the grey axis.
     """
-    H, W, C = x.shape
-    per_step = nonlocal_steps((H, W), _SETTINGS, C)
+    C = x.shape[2]
+    L = x.sum(axis=-1) / np.sqrt(C)
     idx = np.flatnonzero(missing)
-    q = _colour_basis(C)
-    flat = x.reshape(-1, C)
-    start = flat[idx].copy()
+    flat = L.reshape(-1)
+    start = flat[idx]
+    refs = _references(missing.shape)
+    step = _Step(L, missing, _RIDGE * peak * peak, steps)
+    n_threads = default_num_threads()
     t0 = time.perf_counter()
-    for sigma in np.geomspace(*_SIGMAS, _N_STEPS) * peak:
-        z = nonlocal_denoise(np.moveaxis(x @ q, -1, 0), None, np.full(C, sigma), settings=_SETTINGS, channels=True,
-                             progress=steps.callback(per_step))
-        den = np.moveaxis(z, 0, -1).reshape(-1, C)[idx] @ q.T
-        del z
-        cur = flat[idx]
-        cur += _RELAX * (den - cur)
-        flat[idx] = cur  # the known pixels are never written
-    log.info("non-local prior: %d steps in %.2f s", _N_STEPS, time.perf_counter() - t0)
-    return cur - start
+    with ThreadPoolExecutor(n_threads, thread_name_prefix="restore-inpaint") as pool:
+        for _ in range(_N_STEPS):
+            num, den = step.run(refs, pool, n_threads)
+            cur = flat[idx]
+            cur += _RELAX * (num.reshape(-1)[idx] / den.reshape(-1)[idx] - cur)  # every pixel is in some patch
+            flat[idx] = cur  # the known pixels are never written
+            del num, den
+    log.info("non-local Gaussian prior: %d steps in %.2f s", _N_STEPS, time.perf_counter() - t0)
+    change = (flat[idx] - start) / np.sqrt(C)
+    return np.repeat(change[:, None], C, axis=1)
+
+
+class _Step:
+    """One step of :func:`iterate_prior` on the luminance ``L`` (refined in place by the caller)."""
+
+    def __init__(self, L: np.ndarray, missing: np.ndarray, ridge: float, tick: Callable[[], None]) -> None:
+        self.L, self.ridge, self.tick = L, ridge, tick
+        self.known = np.ascontiguousarray(~missing).view(np.uint8)
+        g = np.exp(-0.5 * ((np.arange(_PATCH) - (_PATCH - 1) / 2) / (_WINDOW_SD * _PATCH)) ** 2)
+        self.win = np.ascontiguousarray(np.outer(g, g))
+        # the luminance the patches are matched on, in float32 (the matcher's arithmetic: twice as many candidates
+        # a vector instruction), copied at each step; 4 bytes a pixel
+        self.L32 = np.empty(L.shape, dtype=np.float32)
+
+    def run(self, refs: np.ndarray, pool: ThreadPoolExecutor, n_threads: int) -> tuple[np.ndarray, np.ndarray]:
+        """The sums (H, W) of the groups' weighted estimates and of their weights, chunk by chunk in order."""
+        np.copyto(self.L32, self.L)
+        num = np.zeros(self.L.shape)
+        den = np.zeros(self.L.shape)
+
+        def add(res):
+            b0, b1, bnum, bden = res
+            num[b0:b0 + bden.shape[0], b1:b1 + bden.shape[1]] += bnum
+            den[b0:b0 + bden.shape[0], b1:b1 + bden.shape[1]] += bden
+            self.tick()
+
+        run_ordered(pool, (self.task(refs[i:i + _CHUNK_REFS]) for i in range(0, len(refs), _CHUNK_REFS)), add,
+                    n_threads)
+        return num, den
+
+    def task(self, rs: np.ndarray) -> Callable[[], tuple]:
+        """The chunk of references ``rs``: match, estimate, aggregate into its own buffers."""
+        H, W = self.L.shape
+        p, h = _PATCH, _HALF_WINDOW
+        b0 = max(0, int(rs[:, 0].min()) - h)
+        b1 = max(0, int(rs[:, 1].min()) - h)
+        e0 = min(H - p, int(rs[:, 0].max()) + h) + p
+        e1 = min(W - p, int(rs[:, 1].max()) + h) + p
+
+        def run():
+            n = len(rs)
+            idx = np.empty((n, _K, 3), dtype=np.int64)
+            _blockmatch.match_pixels_many(self.L32, rs, p, h, h, _K, idx, np.empty((n, _K)),
+                                          np.empty(n, dtype=np.int64))
+            X = np.empty((n, _K * p * p))
+            Kn = np.empty(X.shape, dtype=np.uint8)
+            _core_inpaint.gather_groups(self.L, self.known, idx, X, Kn)
+            _core_inpaint.conditional_groups(X, Kn, _K, self.ridge)
+            bnum = np.zeros((e0 - b0, e1 - b1))
+            bden = np.zeros_like(bnum)
+            _core_inpaint.aggregate(X, idx, self.win, np.ones(n), bnum, bden, b0, b1)
+            return b0, b1, bnum, bden
+        return run
