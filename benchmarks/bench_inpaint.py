@@ -13,7 +13,7 @@ method). Prints aligned tables; ``--json PATH`` also writes every number.
    * ours: ``restore.inpaint(img, mask, channel_axis=-1)`` (float64 image,
      every default: dictionary fine-tuned on the image when it has enough
      complete patches, 18 passes on grids of step 8, 5 non-local passes;
-     on random loss, the non-local denoiser iterated as a prior;
+     on random loss, the groups' Gaussian model iterated as a prior;
      ``--stride`` sets the stride);
    * ``skimage.restoration.inpaint_biharmonic(img, mask, channel_axis=-1)``
      (``--skip-biharmonic`` drops it: it takes ~20 s per 0.4 MP image on
