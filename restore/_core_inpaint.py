@@ -113,7 +113,7 @@ def conditional_groups(X, Kn, k, ridge):
                 s = A[a, a]
                 for c in range(a):
                     s -= A[a, c] * A[a, c]
-                A[a, a] = np.sqrt(s)
+                A[a, a] = np.sqrt(max(s, ridge))  # >= ridge in exact arithmetic: rounding cannot make it 0 or NaN
                 for r in range(a + 1, nk):
                     s = A[r, a]
                     for c in range(a):

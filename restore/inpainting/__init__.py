@@ -273,7 +273,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     n_groups = n_group_steps(plan)
     n_resolve = 0 if held is None else n_bands * n_ch  # the interpolant again, with the held-out pixels known
     dense = job.prior  # heavy random loss: the groups' Gaussian model iterated as a prior ends the recipe
-    n_prior = prior_steps(M.shape, n_ch) if dense else 0
+    n_prior = prior_steps(M.shape) if dense else 0
     # the frequency selective extrapolation of the luminance, kept as far as the held-out pixels support it: on
     # strokes and holes, and under random loss too, where the non-local passes and the prior start from it
     extrap = held is not None
@@ -414,6 +414,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     blend = choose_blend(target, interpolant[rows], values[rows], chosen, piece)
     log.info("refinements kept: %.2f of the dictionary's, %.2f of the non-local passes'", blend.a, blend.b)
     change = blend.a * (values - interpolant) + blend.b * nonlocal_change
+    del values, second, nonlocal_change  # before the prior: the memory of 16 MP photos
     if dense:
         # 8. the iterated prior from the run's result, as much of its change as fits the held-out pixels best
         delta = _prior_change(job, run, interpolant + change, peak, steps)
@@ -422,7 +423,6 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
         log.info("the prior's change kept: %.2f", fit.a)
         change = change + fit.a * delta
     in_m = M.reshape(-1)[run_idx]
-    del values, second, nonlocal_change
     full = job.image / job.unit
     full[M] = interpolant[in_m]
     interpolant = None  # noqa: F841 - the memory of 16 MP photos
@@ -490,11 +490,15 @@ def _timed(f, message: str):
 
 
 def _prior_change(job: _Job, run: np.ndarray, values: np.ndarray, peak: float, steps: Steps) -> np.ndarray:
-    """The iterated prior's change to the run's missing pixels, whose estimate is ``values`` (work units)."""
-    x = job.image.astype(np.float64)
-    x /= float(job.unit)
-    x[run] = values
-    return iterate_prior(x, run, peak, steps)
+    """The iterated prior's change (n_run, 1) to the run's missing pixels, whose estimate is ``values`` (work units).
+
+    The same in every channel: the prior refines the luminance (the grey axis).
+    """
+    n_ch = job.image.shape[2]
+    L = luminance(job.image).astype(np.float64, copy=False)  # not the image in float64: 16 MP x 3 channels
+    L /= float(job.unit)
+    L[run] = values.sum(axis=1) / np.sqrt(n_ch)  # row-major, as values
+    return (iterate_prior(L, run, peak, steps) / np.sqrt(n_ch))[:, None]
 
 
 @dataclass(frozen=True)
