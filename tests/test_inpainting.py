@@ -655,3 +655,21 @@ def test_a_huge_nodata_value_in_the_holes_is_never_read():
     img[mask] = np.finfo(np.float32).min
     out = inpaint(img, mask, channel_axis=-1, n_passes=2, n_group_passes=1)  # warnings are errors in the suite
     assert np.isfinite(out).all() and np.array_equal(out[~mask], img[~mask])
+
+
+@pytest.mark.parametrize("kind", ["strokes", "random"])
+def test_a_faint_texture_on_a_bright_background_is_filled_as_well(kind):
+    """Scaling and offsetting an image (a camera's baseline, a sky) does not change how well it is filled."""
+    from skimage.restoration import inpaint_biharmonic
+
+    yy, xx = np.mgrid[:128, :128]
+    texture = 0.5 + 0.2 * np.sin(2 * np.pi * (xx * np.cos(0.5) + yy * np.sin(0.5)) / 7.0) \
+        + 0.1 * np.cos(2 * np.pi * yy / 11.0)
+    mask = stroke_mask() if kind == "strokes" else np.random.default_rng(3).random(texture.shape) < 0.8
+    gains = []
+    for img in (texture, 0.1 * texture + 0.85):
+        bih = masked_psnr(inpaint_biharmonic(img, mask), img, mask)
+        gains.append(masked_psnr(inpaint(img, mask, prior=False), img, mask) - bih)  # the prior has its own test
+    # the extrapolation and the non-local passes took the known pixels' peak for their scale, not their range:
+    # under random loss the faint texture gained 6.5 dB less than the same at full contrast (strokes: 0.2 dB less)
+    assert abs(gains[1] - gains[0]) < 0.3, gains

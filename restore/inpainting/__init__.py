@@ -250,9 +250,11 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     run = M.copy()  # the run's mask: the missing pixels and the held-out ones
     if held is not None:
         run.reshape(-1)[held] = True
-    # the non-local passes' lam is in units of the known pixels' peak (the work units' power of two is not
-    # continuous in the scale), the held-out ones included: they may hold the only non-zero values
+    # the non-local passes' lam and the extrapolation's thresholds are in units of the known pixels' range (the
+    # work units' power of two is not continuous in the scale), the held-out ones included: they may hold the only
+    # non-zero values. The range, not the peak: the same on an image and on it offset (a camera's baseline, a sky)
     peak = job.peak / float(job.unit)
+    span = (job.span if job.span > 0 else job.peak) / float(job.unit)  # a flat image: any scale
     n_missing = window_sums(run, job.patch_size)
     touching = n_missing > 0  # which patches touch the run's mask: the passes' and the groups'
     grids = pass_grids(run, job.patch_size, job.stride, len(job.lams), gen, touching=touching)
@@ -321,7 +323,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     # from the known pixels alone on a thread of its own (the passes leave a core idle between their batches)
     t0 = time.perf_counter()
     with ThreadPoolExecutor(1, thread_name_prefix="restore-inpaint-extrapolate") as side:
-        extrapolated = side.submit(_extrapolated_grey, start, run, peak, shared.counter(n_extrap)) if extrap else None
+        extrapolated = side.submit(_extrapolated_grey, start, run, span, shared.counter(n_extrap)) if extrap else None
         with shared.stopping_others():  # the extrapolation stops at its next step
             lum_run = lum[run]  # the luminance is refined in place: at 16 MP no copy of it is held
             refined = refine_luminance(lum, run, patch_size=job.patch_size, grids=grids, lams=job.lams,
@@ -341,7 +343,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     rows = None if held is None else np.searchsorted(run_idx, held)
     target = None if held is None else job.image.reshape(-1, n_ch)[held].astype(np.float64) / float(job.unit)
     if extrapolated is not None:
-        values = values + _extrapolated_change(extrapolated, values, peak, rows, target)
+        values = values + _extrapolated_change(extrapolated, values, span, rows, target)
     blend = None if held is None else best_blend(target, interpolant[rows], values[rows], values[rows])
     first_fit = blend
     second = None
@@ -354,7 +356,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
         before = L[0][run]
         L0 = L[0].reshape(-1)
         n_threads = default_num_threads()
-        settings = replace(job.groups, lams=tuple(lam * peak for lam in job.groups.lams))
+        settings = replace(job.groups, lams=tuple(lam * span for lam in job.groups.lams))
         worse = 0
 
         def held_fit() -> Blend:
@@ -441,17 +443,17 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     return job.result(values.astype(job.image.dtype, copy=False))
 
 
-def _extrapolated_grey(start: np.ndarray, run: np.ndarray, peak: float,
+def _extrapolated_grey(start: np.ndarray, run: np.ndarray, span: float,
                        progress: ProgressCallback | None) -> np.ndarray:
     """The mean of the channels at the run's pixels (n_run,) extrapolated from the known ones (:mod:`.extrapolation`).
 
     ``start`` (H, W, C) holds the known pixels (work units; its run's pixels
-    are not read). In units of the known pixels' peak, as the block sizes
+    are not read). In units of the known pixels' range ``span``, as the block sizes
     want them; NaN at a pixel out of every window's reach.
     """
     t0 = time.perf_counter()
     grey = start.sum(axis=-1, dtype=start.dtype)  # float32 at 16 MP
-    grey /= start.dtype.type(peak * start.shape[2])
+    grey /= start.dtype.type(span * start.shape[2])
     grey[run] = np.nan  # never read (weight 0); left where no block reaches
     n_threads = default_num_threads()
     with ThreadPoolExecutor(n_threads, thread_name_prefix="restore-inpaint") as pool:
@@ -460,7 +462,7 @@ def _extrapolated_grey(start: np.ndarray, run: np.ndarray, peak: float,
     return grey[run]
 
 
-def _extrapolated_change(extrapolated: np.ndarray, values: np.ndarray, peak: float, rows: np.ndarray,
+def _extrapolated_change(extrapolated: np.ndarray, values: np.ndarray, span: float, rows: np.ndarray,
                          target: np.ndarray) -> np.ndarray:
     """The change (n_run, 1) of ``values`` towards the extrapolation that fits the held-out pixels best.
 
@@ -471,8 +473,8 @@ def _extrapolated_change(extrapolated: np.ndarray, values: np.ndarray, peak: flo
     """
     n_ch = values.shape[1]
     before = values.sum(axis=-1, dtype=values.dtype)
-    before /= values.dtype.type(peak * n_ch)
-    change = (extrapolated - before) * peak
+    before /= values.dtype.type(span * n_ch)
+    change = (extrapolated - before) * span
     change[np.isnan(change)] = 0.0
     change = change[:, None]
     moved = values[rows] + change[rows]
@@ -521,6 +523,7 @@ class _Job:
     prior: bool  # the iterated group prior ends the recipe
     blank: bool  # every known pixel is 0
     peak: float  # the largest magnitude of a known pixel
+    span: float  # the range of the known pixels (largest value minus smallest, over the channels)
 
     @classmethod
     def check(cls, image: ArrayLike, mask: ArrayLike, *, dictionary, patch_size, stride, n_passes, lam, channel_axis,
@@ -560,7 +563,8 @@ class _Job:
         return cls(image, img, axis, M, unit, est, patch_size, stride, lams, check_int("n_train", n_train, min=0),
                    check_int("batch_size", batch_size), check_int("max_iter", max_iter),
                    GroupSettings(n_passes=check_int("n_group_passes", n_group_passes, min=0)),
-                   wants_prior(M) if prior is None else bool(prior), peak == 0.0, peak)
+                   wants_prior(M) if prior is None else bool(prior), peak == 0.0, peak,
+                   float(np.max(hi)) - float(np.min(lo)))
 
     def result(self, values: np.ndarray | None) -> np.ndarray:
         """The image in the input's layout and result dtype, the missing pixels set to ``values`` (work units)."""

@@ -28,11 +28,11 @@ __all__ = ["Level", "extrapolate", "extrapolation_steps", "frequency_weights", "
 
 _WINDOW = 32  # side (px) of the window each block's model is fitted in: a power of two for the FFT
 # block sides (px), largest first, with the decay per pixel of the weights around the block and the sd of the
-# window's known pixels (units of their peak) from which a block is split in four (the last: never): the published
+# window's known pixels (units of their range) from which a block is split in four (the last: never): the published
 # fast profile's. A window with fewer than two known pixels is split too: its block waits for filled neighbours
 _LEVELS = ((16, 0.80, 0.014), (8, 0.70, 0.030), (4, 0.66, None))
 _GAMMA = 0.5  # share of each projection added to the model: compensates the basis' loss of orthogonality
-_ITER_PER_SD = 1000.0  # basis functions per unit of the window's sd (its peak's units), within the next two
+_ITER_PER_SD = 1000.0  # basis functions per unit of the window's sd (its range's units), within the next two
 _MIN_ITER, _MAX_ITER = 20, 100
 _REUSED = 0.5  # weight of a pixel filled at a larger block size in the windows of the next
 _CHUNK = 128  # blocks per task: its buffers take about 6 MB (windows of 32 x 32), its time some milliseconds
@@ -74,7 +74,7 @@ class Level(NamedTuple):
 def plan_blocks(grey: np.ndarray, missing: np.ndarray) -> list[Level]:
     """The blocks of :func:`extrapolate`, largest first, decided from the known pixels of ``grey`` alone.
 
-    ``grey`` (H, W) in units of the known pixels' peak; its missing pixels
+    ``grey`` (H, W) in units of the known pixels' range; its missing pixels
     are not read.
     """
     known = ~missing
@@ -120,7 +120,7 @@ def extrapolate(grey: np.ndarray, missing: np.ndarray, plan: list[Level], *, poo
                 n_threads: int, progress: Callable[[int, int], None] | None = None) -> None:
     """Extrapolate the ``missing`` pixels of ``grey`` (H, W) block by block (``plan``), in place.
 
-    ``grey`` is in units of the known pixels' peak, as for :func:`plan_blocks`.
+    ``grey`` is in units of the known pixels' range, as for :func:`plan_blocks`.
     A missing pixel whose window holds no known or filled pixel keeps its
     value in ``grey``. ``progress(done, total)`` after each task of blocks
     (from the calling thread); it may raise to stop.

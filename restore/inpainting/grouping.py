@@ -59,7 +59,7 @@ class GroupSettings:
     bands : int
         Bands of the group's Haar coefficients with their own subtree (see :func:`group_tree`).
     lams : tuple of float
-        ``lam`` of the first and the last pass (geometric in between), in units of the known pixels' peak
+        ``lam`` of the first and the last pass (geometric in between), in units of the known pixels' range
         (:func:`restore.inpaint` scales them by it).
     n_passes : int
         Passes.
