@@ -254,7 +254,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
     # work units' power of two is not continuous in the scale), the held-out ones included: they may hold the only
     # non-zero values. The range, not the peak: the same on an image and on it offset (a camera's baseline, a sky)
     peak = job.peak / float(job.unit)
-    span = (job.span if job.span > 0 else job.peak) / float(job.unit)  # a flat image: any scale
+    span = job.span / float(job.unit)
     n_missing = window_sums(run, job.patch_size)
     touching = n_missing > 0  # which patches touch the run's mask: the passes' and the groups'
     grids = pass_grids(run, job.patch_size, job.stride, len(job.lams), gen, touching=touching)
@@ -523,7 +523,7 @@ class _Job:
     prior: bool  # the iterated group prior ends the recipe
     blank: bool  # every known pixel is 0
     peak: float  # the largest magnitude of a known pixel
-    span: float  # the range of the known pixels (largest value minus smallest, over the channels)
+    span: float  # the range of the known pixels (largest value minus smallest, over the channels); a flat image: peak
 
     @classmethod
     def check(cls, image: ArrayLike, mask: ArrayLike, *, dictionary, patch_size, stride, n_passes, lam, channel_axis,
@@ -564,7 +564,7 @@ class _Job:
                    check_int("batch_size", batch_size), check_int("max_iter", max_iter),
                    GroupSettings(n_passes=check_int("n_group_passes", n_group_passes, min=0)),
                    wants_prior(M) if prior is None else bool(prior), peak == 0.0, peak,
-                   float(np.max(hi)) - float(np.min(lo)))
+                   float(np.max(hi)) - float(np.min(lo)) or peak)
 
     def result(self, values: np.ndarray | None) -> np.ndarray:
         """The image in the input's layout and result dtype, the missing pixels set to ``values`` (work units)."""

@@ -26,7 +26,7 @@ from .. import _blockmatch, _core, _core_inpaint
 from .._nonlocal import group_tree, run_ordered, transform_matrix
 from .patches import gather, known_sd, patch_positions, window_sums
 
-__all__ = ["GroupSettings", "group_passes", "n_group_steps", "plan_references"]
+__all__ = ["GroupSettings", "chunk_reach", "group_passes", "match_chunk", "n_group_steps", "plan_references"]
 
 log = logging.getLogger("restore.inpainting")
 
@@ -181,6 +181,29 @@ def group_passes(U: np.ndarray, missing: np.ndarray, s: GroupSettings, plan: lis
     return U
 
 
+def chunk_reach(rs: np.ndarray, shape: tuple[int, int], patch: int, half_window: int) -> tuple[int, int, int, int]:
+    """The box ``(b0, b1, e0, e1)`` of the pixels the groups of the references ``rs`` (n, 2) may hold.
+
+    The search windows of half-side ``half_window`` around them, clipped to
+    the image of ``shape``, with the patches' ``patch`` pixels beyond.
+    """
+    H, W = shape
+    b0 = max(0, int(rs[:, 0].min()) - half_window)
+    b1 = max(0, int(rs[:, 1].min()) - half_window)
+    e0 = min(H - patch, int(rs[:, 0].max()) + half_window) + patch
+    e1 = min(W - patch, int(rs[:, 1].max()) + half_window) + patch
+    return b0, b1, e0, e1
+
+
+def match_chunk(L: np.ndarray, rs: np.ndarray, patch: int, half_window: int, k: int) -> np.ndarray:
+    """The origins (n, k, 3) of the ``k`` patches of ``L`` most like each reference of ``rs`` (n, 2), pixel by pixel."""
+    n = len(rs)
+    idx = np.empty((n, k, 3), dtype=np.int64)
+    _blockmatch.match_pixels_many(L, rs, patch, half_window, half_window, k, idx, np.empty((n, k)),
+                                  np.empty(n, dtype=np.int64))
+    return idx
+
+
 class _Budget:
     """``progress()`` at most ``n`` times per pass (:meth:`start`), and the count left at its end (:meth:`finish`)."""
 
@@ -267,16 +290,11 @@ class _Pass:
         C, H, W = self.U.shape
         s, t = self.s, self.tree
         p, h = s.patch, s.window // 2
-        b0 = max(0, int(rs[:, 0].min()) - h)
-        b1 = max(0, int(rs[:, 1].min()) - h)
-        e0 = min(H - p, int(rs[:, 0].max()) + h) + p
-        e1 = min(W - p, int(rs[:, 1].max()) + h) + p
+        b0, b1, e0, e1 = chunk_reach(rs, (H, W), p, h)
 
         def run():
             n = len(rs)
-            idx = np.empty((n, s.k, 3), dtype=np.int64)
-            _blockmatch.match_pixels_many(self.L, rs, p, h, h, s.k, idx, np.empty((n, s.k)),
-                                          np.empty(n, dtype=np.int64))
+            idx = match_chunk(self.L, rs, p, h, s.k)
             bnum = np.zeros((C, e0 - b0, e1 - b1))
             bden = np.zeros((e0 - b0, e1 - b1))
             kq = s.k * p * p

@@ -29,10 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .. import _blockmatch, _core_inpaint
+from .. import _core_inpaint
 from .._config import default_num_threads
 from .._nonlocal import run_ordered
 from .._progress import Steps
+from .grouping import chunk_reach, match_chunk
 from .patches import known_sd
 from .validation import clustering
 
@@ -153,18 +154,12 @@ class _Step:
 
     def task(self, rs: np.ndarray) -> Callable[[], tuple]:
         """The chunk of references ``rs``: match, estimate, aggregate into its own buffers."""
-        H, W = self.L.shape
-        p, h = _PATCH, _HALF_WINDOW
-        b0 = max(0, int(rs[:, 0].min()) - h)
-        b1 = max(0, int(rs[:, 1].min()) - h)
-        e0 = min(H - p, int(rs[:, 0].max()) + h) + p
-        e1 = min(W - p, int(rs[:, 1].max()) + h) + p
+        p = _PATCH
+        b0, b1, e0, e1 = chunk_reach(rs, self.L.shape, p, _HALF_WINDOW)
 
         def run():
             n = len(rs)
-            idx = np.empty((n, _K, 3), dtype=np.int64)
-            _blockmatch.match_pixels_many(self.L32, rs, p, h, h, _K, idx, np.empty((n, _K)),
-                                          np.empty(n, dtype=np.int64))
+            idx = match_chunk(self.L32, rs, p, _HALF_WINDOW, _K)
             X = np.empty((n, _K * p * p))
             Kn = np.empty(X.shape, dtype=np.uint8)
             _core_inpaint.gather_groups(self.L, self.known, idx, X, Kn)
