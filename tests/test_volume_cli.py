@@ -779,10 +779,11 @@ def test_the_plan_and_tree_caches_are_bounded_in_bytes_not_in_entries():
 def test_a_photon_noise_store_stays_within_the_commands_memory(tmp_path):
     # photon noise takes the variance maps' path, dearer than Gaussian noise's: its blocks, sized as Gaussian ones,
     # took the command to 0.82 GB, above the 0.75 GB it may take whatever the store's size (issue 29). Since, other
-    # savings brought those blocks to 0.68-0.69 GB too: the bound now holds the promise, not that sizing alone.
+    # savings brought those blocks to 0.68-0.72 GB too: the bound now holds the promise, not that sizing alone.
     rng = np.random.default_rng(0)
-    y, x = np.mgrid[:256, :256]
-    data = np.empty((160, 256, 256), np.uint16)  # large enough for blocks of the budget's full size
+    y, x = np.mgrid[:160, :160]
+    # large enough for blocks of the budget's full size in the middle (cores of 64, overlaps of 32, along each axis)
+    data = np.empty((160, 160, 160), np.uint16)
     for z in range(len(data)):
         clean = 200.0 + 800.0 * (np.sin(x / 23.0) * np.cos(y / 31.0) * np.sin(z / 7.0) > 0.3)
         data[z] = np.clip(2.0 * rng.poisson(clean / 2.0) + rng.normal(100.0, 8.0, clean.shape), 0, 65535)
