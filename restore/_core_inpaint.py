@@ -355,20 +355,17 @@ def fsr_extrapolate(R, Wh, iters, fw2, size, gamma, vals):
             alone = (pu == 0 or 2 * pu == n) and (pv == 0 or 2 * pv == n)  # its own conjugate: a real cosine
             ku[n_terms], kv[n_terms] = pu, pv
             best = -1.0
-            va, vb = n - pv, pv
             for u in range(n):
                 ua, ub = u - pu + n, u + pu  # rows of W(. - k) and W(. + k)
-                # the update of a row apart from the search of its largest entry, with no branch inside: vectorised
-                if alone:
-                    for v in range(h):
+                va, vb = n - pv, pv
+                for v in range(h):
+                    if alone:
                         Rr[u, v] -= cr * Wr[ua, va + v]
                         Ri[u, v] -= cr * Wi[ua, va + v]
-                else:
-                    for v in range(h):
+                    else:
                         ar, ai, br, bi = Wr[ua, va + v], Wi[ua, va + v], Wr[ub, vb + v], Wi[ub, vb + v]
                         Rr[u, v] -= cr * (ar + br) - ci * (ai - bi)
                         Ri[u, v] -= cr * (ai + bi) + ci * (ar - br)
-                for v in range(h):
                     m = (Rr[u, v] * Rr[u, v] + Ri[u, v] * Ri[u, v]) * fw2[u, v]
                     if m > best:
                         best, bu, bv = m, u, v
