@@ -1,6 +1,7 @@
 """Numba compilation flags and threading defaults, in one place.
 
-Every kernel of :mod:`restore._core` is decorated with ``njit(**JIT)``; a test
+Every kernel of :mod:`restore._core` is decorated with ``njit(**JIT)``, and
+the small private helpers of kernels with ``njit(**JIT_INLINE)``; a test
 checks it. ``cache=True`` keeps the first call cheap after the first run,
 ``nogil=True`` lets GUI worker threads and the column thread pool run kernels
 concurrently, and ``fastmath`` stays off so that the prox kernels reproduce
@@ -20,6 +21,10 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 JIT: dict = {"cache": True, "nogil": True, "fastmath": False, "error_model": "numpy", "no_cfunc_wrapper": True}
+
+#: The flags of a kernel's small helpers: inlined into each caller by numba (``inline="always"``), not compiled,
+#: optimised and linked as kernels of their own, which every first call pays for (benchmarks/bench_first_call.py).
+JIT_INLINE: dict = {**JIT, "inline": "always"}
 
 #: The tree of a dictionary's atoms unless told otherwise: 1 + 10 + 30 + 90 = 131 atoms, the shipped
 #: dictionary's (more leaves than the paper's (10, 2, 2) keep textures under random pixel loss).

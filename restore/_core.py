@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._config import JIT
+from ._config import JIT, JIT_INLINE
 
 _ROW_BLOCK = 32  # rows processed together by the batched tree kernels
 _BLOCK_MAX_NODES = 2048  # larger trees go row by row
@@ -146,7 +146,7 @@ def prox_l0(X, r0, r1, lams):
 # ---------------------------------------------------------------------------
 
 
-@njit(**JIT)  # cache=True, nogil=True, no fastmath: restore._config.JIT
+@njit(**JIT_INLINE)  # inlined into its caller: restore._config.JIT_INLINE
 def _prox_tree_l2_by_row(X, r0, r1, perm, own_ptr, parent, weights, lams, work):
     """:func:`prox_tree_l2` one row at a time (large trees, or few rows)."""
     n_nodes = parent.shape[0]

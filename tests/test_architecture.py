@@ -163,9 +163,11 @@ def test_every_kernel_uses_the_shared_flags_and_lives_in_the_core():
     for path in sorted(list((ROOT / "restore").rglob("*.py")) + list((ROOT / "plugin").rglob("*.py"))):
         for fname, dec in _jit_decorators(path):
             assert path.name.startswith("_core"), f"numba kernel {fname} outside the core ({path})"
+            flags = getattr(dec.keywords[0].value, "id", "") if isinstance(dec, ast.Call) and dec.keywords else ""
             ok = (isinstance(dec, ast.Call) and not dec.args and len(dec.keywords) == 1
-                  and dec.keywords[0].arg is None and getattr(dec.keywords[0].value, "id", "") == "JIT")
-            assert ok, f"{path.name}:{fname} must be decorated with @njit(**JIT)"
+                  and dec.keywords[0].arg is None and flags in ("JIT", "JIT_INLINE"))
+            assert ok, f"{path.name}:{fname} must be decorated with @njit(**JIT) (or a private helper's JIT_INLINE)"
+            assert flags != "JIT_INLINE" or fname.startswith("_"), f"{path.name}:{fname}: only private helpers inline"
 
 
 def test_kernels_are_nopython_nogil_and_cached():
