@@ -24,6 +24,7 @@ JIT: dict = {"cache": True, "nogil": True, "fastmath": False, "error_model": "nu
 
 #: The flags of a kernel's small helpers: inlined into each caller by numba (``inline="always"``), not compiled,
 #: optimised and linked as kernels of their own, which every first call pays for (benchmarks/bench_first_call.py).
+#: Private, beside their callers: the on-disk cache of a caller sees a change to its own file only.
 JIT_INLINE: dict = {**JIT, "inline": "always"}
 
 #: The tree of a dictionary's atoms unless told otherwise: 1 + 10 + 30 + 90 = 131 atoms, the shipped
