@@ -1,6 +1,7 @@
 """The layering of DESIGN.md and the numba hygiene rules, checked on the source."""
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -168,6 +169,10 @@ def test_every_kernel_uses_the_shared_flags_and_lives_in_the_core():
                   and dec.keywords[0].arg is None and flags in ("JIT", "JIT_INLINE"))
             assert ok, f"{path.name}:{fname} must be decorated with @njit(**JIT) (or a private helper's JIT_INLINE)"
             assert flags != "JIT_INLINE" or fname.startswith("_"), f"{path.name}:{fname}: only private helpers inline"
+            if flags == "JIT_INLINE":  # beside its callers: a caller's on-disk cache sees a change to its own file only
+                others = [p.name for p in (ROOT / "restore").rglob("*.py")
+                          if p != path and re.search(rf"\b{fname}\b", p.read_text())]
+                assert not others, f"{path.name}:{fname} is inlined, but used in {others}"
 
 
 def test_kernels_are_nopython_nogil_and_cached():
