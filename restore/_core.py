@@ -146,7 +146,7 @@ def prox_l0(X, r0, r1, lams):
 # ---------------------------------------------------------------------------
 
 
-@njit(**JIT_INLINE)  # inlined into its caller: restore._config.JIT_INLINE
+@njit(**JIT_INLINE)  # cache=True, nogil=True, no fastmath, inlined into its caller: restore._config.JIT_INLINE
 def _prox_tree_l2_by_row(X, r0, r1, perm, own_ptr, parent, weights, lams, work):
     """:func:`prox_tree_l2` one row at a time (large trees, or few rows)."""
     n_nodes = parent.shape[0]

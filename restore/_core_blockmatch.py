@@ -17,7 +17,7 @@ from ._config import JIT, JIT_INLINE
 _LANES = 8
 
 
-@njit(**JIT_INLINE)  # inlined into its callers: restore._config.JIT_INLINE
+@njit(**JIT_INLINE)  # cache=True, nogil=True, no fastmath, inlined into its callers: restore._config.JIT_INLINE
 def _start(r0, r1, r2, k, idx, dist):
     """The reference itself, first of its matches (distance 0); the distance under which a candidate may enter."""
     idx[0, 0] = r0
@@ -27,7 +27,7 @@ def _start(r0, r1, r2, k, idx, dist):
     return 0.0 if k <= 1 else np.inf
 
 
-@njit(**JIT_INLINE)  # inlined into its callers: restore._config.JIT_INLINE
+@njit(**JIT_INLINE)  # cache=True, nogil=True, no fastmath, inlined into its callers: restore._config.JIT_INLINE
 def _widened(a2, b2, n2):
     """A row of candidates ``a2 .. b2 - 1`` widened to a whole number of ``_LANES`` inside ``0 .. n2 - 1``.
 
@@ -42,7 +42,7 @@ def _widened(a2, b2, n2):
     return s2, width, a2 - s2
 
 
-@njit(**JIT_INLINE)  # inlined into its callers: restore._config.JIT_INLINE
+@njit(**JIT_INLINE)  # cache=True, nogil=True, no fastmath, inlined into its callers: restore._config.JIT_INLINE
 def _admit(row, off, nq, q0, q1, a2, r0, r1, r2, k, idx, dist, count, worst):
     """Admit the row of candidates ``(q0, q1, a2 + q)``, distances ``row[off + q]``, among the best ``k`` so far.
 
@@ -72,7 +72,7 @@ def _admit(row, off, nq, q0, q1, a2, r0, r1, r2, k, idx, dist, count, worst):
     return count, worst
 
 
-@njit(**JIT_INLINE)  # inlined into its callers: restore._config.JIT_INLINE
+@njit(**JIT_INLINE)  # cache=True, nogil=True, no fastmath, inlined into its callers: restore._config.JIT_INLINE
 def _repeat(count, k, idx, dist):
     """A window near a corner may hold fewer than ``k`` candidates: the entries left repeat those found, in order."""
     for j in range(count, k):
