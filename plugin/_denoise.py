@@ -1426,7 +1426,10 @@ class DenoiseWidget(RestoreWidget):
 
     def _schedule_preview(self, *_: Any) -> None:
         if self.preview.value and not self._inactive:
-            self._timer.start()
+            if self.image.value is None:  # the last image left: nothing to preview, and nobody asked to be told so
+                self._timer.stop()
+            else:
+                self._timer.start()
 
     def _plane_in_view(self) -> bool:
         """Whether the viewer shows a y-x plane in 2-D (not a 3-D or transposed view)."""

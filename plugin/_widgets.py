@@ -203,7 +203,12 @@ class RestoreWidget(Container):
     def _on_layers_changed(self, *_: Any) -> None:
         if self._inactive:
             return
+        boxes = [self.image, *self._mask_boxes]
+        before = [box.value for box in boxes]
         self.reset_choices()
+        for box, old in zip(boxes, before, strict=True):
+            if old is not None and box.value is None:  # magicgui empties a box without its changed event
+                box.changed.emit(None)
         if self._compare_state is not None and not all(self._present(x) for x in self._compare_state["pair"]):
             self._compare_state = None  # a layer of the comparison went away: leave things as they are
         self._update_compare()

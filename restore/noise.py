@@ -418,17 +418,21 @@ def _estimate(image: ArrayLike, noise: str, progress: Callable[[int, int], None]
                          f"pixels to estimate its noise from, got shape {img.shape}")
     img = np.asarray(img if img.dtype.kind == "f" else img_as_float(img), dtype=np.float64)
     planes = img.reshape(-1, *img.shape[-2:])
-    steps = _Steps(progress, len(planes) * (1 + _plane_steps(img.shape[-2:])) + _N_BINS + 1)
+    h, w = img.shape[-2:]
+    strips = _strips(h, w)
+    steps = _Steps(progress, len(planes) * (strips + _plane_steps(img.shape[-2:])) + _N_BINS + 1)
     # fitted in units of the largest magnitude, scaled back: int64 images come in units of 2**-63
     scale = 0.0
-    ends = []  # per plane, the two lowest values of p and of -p with their counts (for the clipping levels)
+    ends = []  # per strip of a plane, the two lowest values of p and of -p with their counts (the clipping levels)
     for p in planes:
-        top = float(np.max(np.abs(p)))
-        if not np.isfinite(top):
-            raise ValueError("image must hold finite values to estimate its noise from, got NaN or inf")
-        scale = max(scale, top)
-        ends.append((_lowest_two(p), _lowest_two(-p)))
-        steps()
+        for r in np.array_split(np.arange(h), strips):
+            part = p[r[0]:r[-1] + 1]
+            top = float(np.max(np.abs(part)))
+            if not np.isfinite(top):
+                raise ValueError("image must hold finite values to estimate its noise from, got NaN or inf")
+            scale = max(scale, top)
+            ends.append((_lowest_two(part), _lowest_two(-part)))
+            steps()
     scale = scale if scale > 0 else 1.0
     est = _estimate_noise_unit(planes, scale, _clip_levels(ends, planes.size), noise, steps)
     steps.finish()
@@ -554,8 +558,8 @@ def noise_sample(image: Any, *, axes: Sequence[int] | None = None, channel_axis:
     return np.transpose(np.asarray(part), [kept.index(a) for a in first + list(spatial)])
 
 
-# Samples of work between two progress reports of the estimate, at most about (tens of milliseconds): Cancel
-# acts within a tenth of a second
+# Samples a strip-wise stage of the estimate (extremes, transform) reads between two progress reports: tens of
+# milliseconds each, short beside the whole-plane stages, so that Cancel waits on those alone
 _STEP_SAMPLES = 1 << 20
 
 
@@ -792,10 +796,10 @@ def _lowest_two(p: np.ndarray) -> tuple[float, int, float, int]:
 def _clip_levels(ends: list, size: int) -> tuple[float, float]:
     """The image's minimum and maximum where values pile up (clipped), else -inf and inf.
 
-    ``ends``: per plane, :func:`_lowest_two` of the plane and of its
-    negative; ``size``: the number of values. A level is clipped when at
-    least :data:`_PILE_SHARE` of the values lie on it and
-    :data:`_PILE_RATIO` times as many as on the nearest other value:
+    ``ends``: per part of the image (a strip of a plane), :func:`_lowest_two`
+    of the part and of its negative; ``size``: the number of values. A
+    level is clipped when at least :data:`_PILE_SHARE` of the values lie on
+    it and :data:`_PILE_RATIO` times as many as on the nearest other value:
     continuous noise reaches its extreme once, integer counts (photon
     counts without read noise included) about as often as the values next
     to it, clipped noise far more often.
@@ -1148,6 +1152,7 @@ def _nlf_points(means: np.ndarray, dets: np.ndarray, steps: _Steps | None = None
     """
     lo, hi = np.quantile(means, [_RANGE_QUANTILE, 1 - _RANGE_QUANTILE])
     which = np.clip(((means - lo) / max(hi - lo, 1e-300) * _N_BINS).astype(np.int64), 0, _N_BINS - 1)
+    which = which.astype(np.min_scalar_type(_N_BINS))  # numpy's stable sort of keys of 16 bits or less is linear
     order = np.argsort(which, kind="stable")
     bounds = np.searchsorted(which[order], np.arange(_N_BINS + 1))
     groups, start = [], 0

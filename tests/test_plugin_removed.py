@@ -78,7 +78,8 @@ def test_removing_the_input_mid_run_cancels_at_once_and_says_so(make_napari_view
     assert time.perf_counter() - t0 < CANCEL_BOUND_S  # napari's own work removing the layer included
     status = widget.status.value
     assert status.startswith("Cancelled") and "'input'" in status and "removed" in status
-    qtbot.waitUntil(lambda: not library_threads(), timeout=TIMEOUT)  # the library call stops too
+    qtbot.waitUntil(lambda: not library_threads(), timeout=TIMEOUT)
+    assert time.perf_counter() - t0 < CANCEL_BOUND_S  # the library call stops too
     qtbot.wait(200)  # anything the ended job still had to say has arrived
     assert [layer.name for layer in viewer.layers] == [n for n in before if n != "input"]  # nothing added
     assert widget.status.value == status and "Done" not in widget.status.value
@@ -119,20 +120,41 @@ def test_closing_the_viewer_mid_run_raises_nothing(make_napari_viewer, qtbot, er
     assert not [n for n in notices() if "removed" in n or "Cancelled" in n]
 
 
-def test_removing_the_input_during_a_photon_noise_estimate_cancels_it(make_napari_viewer, qtbot, errors):
-    viewer = make_napari_viewer()
+def _photon_layer(viewer, qtbot):
+    """The Denoise widget on a layer of photon counts, its noise estimate (started as the model is chosen) running."""
     widget = dock(viewer, qtbot, DENOISE)
     rng = np.random.default_rng(0)
-    counts = rng.poisson(np.full((4 * SIDE, 4 * SIDE), 40.0)).astype(np.float32)  # a large plane: seconds
-    widget.image.value = viewer.add_image(counts, name="input")
+    counts = rng.poisson(np.full((4 * SIDE, 4 * SIDE, 3), 40.0)).astype(np.float32)  # a large colour plane: seconds
+    widget.image.value = viewer.add_image(counts, name="input", rgb=True)
     widget.noise.value = "poisson-gaussian"
+    assert library_threads()
+    return widget
+
+
+def test_removing_the_input_during_a_photon_noise_estimate_cancels_it(make_napari_viewer, qtbot, errors):
+    viewer = make_napari_viewer()
+    widget = _photon_layer(viewer, qtbot)
     gain, sigma = widget.gain.value, widget.sigma.value
     job = widget.estimate_sigma()
     assert job is not None and widget.busy
     t0 = time.perf_counter()
     viewer.layers.remove("input")
     assert not widget.busy and time.perf_counter() - t0 < CANCEL_BOUND_S
+    qtbot.waitUntil(lambda: not library_threads(), timeout=TIMEOUT)
+    assert time.perf_counter() - t0 < CANCEL_BOUND_S  # the estimate stopped too, started ahead or by the button
     qtbot.wait(300)
     assert (widget.gain.value, widget.sigma.value) == (gain, sigma)  # no estimate of a layer that is gone
     assert "Estimated" not in widget.status.value and "removed" in widget.status.value
+    assert not errors
+
+
+def test_removing_a_layer_stops_the_noise_estimate_started_for_it(make_napari_viewer, qtbot, errors):
+    """Choosing the photon model starts the layer's estimate ahead of any run; the layer gone, it stops too."""
+    viewer = make_napari_viewer()
+    widget = _photon_layer(viewer, qtbot)
+    t0 = time.perf_counter()
+    viewer.layers.remove("input")
+    assert widget.image.value is None and not widget.busy
+    qtbot.waitUntil(lambda: not library_threads(), timeout=TIMEOUT)
+    assert time.perf_counter() - t0 < CANCEL_BOUND_S  # not run to its end on data nobody can use
     assert not errors
