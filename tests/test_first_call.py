@@ -28,7 +28,7 @@ for job in sys.argv[1].split("+"):  # several jobs: one session (the plugin runs
     img, mask = photo_crop(), stroke_mask()
     restore.inpaint(img, mask, channel_axis=-1, rng=0)
     lost = np.random.default_rng(0).random(mask.shape) < 0.8  # random loss: the prior's kernels too
-    restore.inpaint(img[:64, :64].copy(), lost[:64, :64], channel_axis=-1, rng=0)
+    restore.inpaint(img[:64, :64], lost[:64, :64], channel_axis=-1, rng=0)  # a crop as given: a view, not a copy
   elif job == "nonlocal":
     from skimage import data
     y = data.camera()[200:264, 200:264] / 255.0

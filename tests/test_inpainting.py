@@ -589,16 +589,20 @@ def test_window_sums_refuse_an_empty_or_negative_window(size):
 
 
 @given(st.integers(1, 30), st.integers(1, 30), st.integers(1, 4), st.sampled_from([np.float32, np.float64]),
-       st.sampled_from([0.0, 0.5, 1.0]), st.booleans(), st.integers(0, 2**32 - 1))
-def test_known_range_is_numpys_min_and_max_over_the_known_pixels(h, w, c, dtype, loss, strided, seed):
-    from restore.inpainting.interpolation import known_range
+       st.sampled_from([0.0, 0.5, 1.0]), st.booleans(), st.integers(0, 2**32 - 1), st.sampled_from([1, 50, None]))
+def test_known_range_is_numpys_min_and_max_over_the_known_pixels(h, w, c, dtype, loss, strided, seed, band):
+    """On a view too, read in bands of copies (``band`` values each, None: the default): the extremes of them all."""
+    from unittest import mock
+
+    from restore.inpainting import interpolation
 
     rng = np.random.default_rng(seed)
     img = rng.normal(size=(c, h, w)).astype(dtype)
     img.reshape(-1)[rng.integers(0, img.size, 2)] = rng.choice([np.nan, np.inf, -np.inf, 0.0], 2)
     missing = rng.random((h, w)) < loss
     view = np.moveaxis(img, 0, -1) if strided else np.ascontiguousarray(np.moveaxis(img, 0, -1))
-    lo, hi = known_range(view, missing)
+    with mock.patch.object(interpolation, "_EXTREMES_BAND_VALUES", band or interpolation._EXTREMES_BAND_VALUES):
+        lo, hi = interpolation.known_range(view, missing)
     for ch in range(c):
         known = view[..., ch][~missing]
         np.testing.assert_array_equal([lo[ch], hi[ch]], [known.min(), known.max()] if known.size else [np.inf, -np.inf])
