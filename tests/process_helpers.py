@@ -2,6 +2,11 @@
 
 from pathlib import Path
 
+#: CPU seconds a first timed call may take beyond three times the second (a fresh process's first unit of work):
+#: a busy machine's scheduling once charged 0.08 s to a unit of milliseconds, while loading numba's cache or
+#: scikit-image's modules unwarmed costs 0.3-0.9 s
+FIRST_CALL_SLACK_S = 0.1
+
 
 def children(pid: int) -> set[int]:
     """The process ids of ``pid``'s children, over all its threads."""
