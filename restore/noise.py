@@ -418,15 +418,14 @@ def _estimate(image: ArrayLike, noise: str, progress: Callable[[int, int], None]
                          f"pixels to estimate its noise from, got shape {img.shape}")
     img = np.asarray(img if img.dtype.kind == "f" else img_as_float(img), dtype=np.float64)
     planes = img.reshape(-1, *img.shape[-2:])
-    h, w = img.shape[-2:]
-    strips = _strips(h, w)
-    steps = _Steps(progress, len(planes) * (strips + _plane_steps(img.shape[-2:])) + _N_BINS + 1)
+    strips = _strip_slices(*img.shape[-2:])
+    steps = _Steps(progress, len(planes) * (len(strips) + _plane_steps(img.shape[-2:])) + _N_BINS + 1)
     # fitted in units of the largest magnitude, scaled back: int64 images come in units of 2**-63
     scale = 0.0
     ends = []  # per strip of a plane, the two lowest values of p and of -p with their counts (the clipping levels)
     for p in planes:
-        for r in np.array_split(np.arange(h), strips):
-            part = p[r[0]:r[-1] + 1]
+        for rows in strips:
+            part = p[rows]
             top = float(np.max(np.abs(part)))
             if not np.isfinite(top):
                 raise ValueError("image must hold finite values to estimate its noise from, got NaN or inf")
@@ -584,6 +583,11 @@ class _Steps:
 def _strips(n: int, other: int) -> int:
     """Pieces of about :data:`_STEP_SAMPLES` samples that ``n`` lines of ``other`` samples are cut into."""
     return max(1, min(n, -(-n * other // _STEP_SAMPLES)))
+
+
+def _strip_slices(n: int, other: int) -> list[slice]:
+    """The :func:`_strips` of ``n`` lines of ``other`` samples, as slices of the lines, in order."""
+    return [slice(r[0], r[-1] + 1) for r in np.array_split(np.arange(n), _strips(n, other))]
 
 
 def _plane_steps(shape: tuple[int, ...]) -> int:
@@ -1035,19 +1039,17 @@ def _db2_bands(p: np.ndarray, scale: float, steps: _Steps) -> tuple[np.ndarray, 
     import pywt
 
     h, w = p.shape
-    rows = np.array_split(np.arange(h), _strips(h, w))
     lo, hi = [], []
-    for r in rows:
-        c = pywt.dwt(p[r[0]:r[-1] + 1] / scale, _WAVELET, mode="periodization", axis=1)
+    for rows in _strip_slices(h, w):
+        c = pywt.dwt(p[rows] / scale, _WAVELET, mode="periodization", axis=1)
         lo.append(c[0])
         hi.append(c[1])
         steps()
     lo, hi = np.concatenate(lo, axis=0), np.concatenate(hi, axis=0)
-    cols = np.array_split(np.arange(w // 2), _strips(w // 2, h))
     a, d = [], []
-    for c in cols:
-        a.append(pywt.dwt(lo[:, c[0]:c[-1] + 1], _WAVELET, mode="periodization", axis=0)[0])
-        d.append(pywt.dwt(hi[:, c[0]:c[-1] + 1], _WAVELET, mode="periodization", axis=0)[1])
+    for cols in _strip_slices(w // 2, h):
+        a.append(pywt.dwt(lo[:, cols], _WAVELET, mode="periodization", axis=0)[0])
+        d.append(pywt.dwt(hi[:, cols], _WAVELET, mode="periodization", axis=0)[1])
         steps()
     return np.concatenate(a, axis=1), np.concatenate(d, axis=1)
 

@@ -161,6 +161,7 @@ def test_every_kernel_uses_the_shared_flags_and_lives_in_the_core():
     from restore._config import JIT
 
     assert JIT["cache"] and JIT["nogil"] and not JIT["fastmath"]
+    texts = {p: p.read_text() for p in (ROOT / "restore").rglob("*.py")}
     for path in sorted(list((ROOT / "restore").rglob("*.py")) + list((ROOT / "plugin").rglob("*.py"))):
         for fname, dec in _jit_decorators(path):
             assert path.name.startswith("_core"), f"numba kernel {fname} outside the core ({path})"
@@ -170,8 +171,7 @@ def test_every_kernel_uses_the_shared_flags_and_lives_in_the_core():
             assert ok, f"{path.name}:{fname} must be decorated with @njit(**JIT) (or a private helper's JIT_INLINE)"
             assert flags != "JIT_INLINE" or fname.startswith("_"), f"{path.name}:{fname}: only private helpers inline"
             if flags == "JIT_INLINE":  # beside its callers: a caller's on-disk cache sees a change to its own file only
-                others = [p.name for p in (ROOT / "restore").rglob("*.py")
-                          if p != path and re.search(rf"\b{fname}\b", p.read_text())]
+                others = [p.name for p, text in texts.items() if p != path and re.search(rf"\b{fname}\b", text)]
                 assert not others, f"{path.name}:{fname} is inlined, but used in {others}"
 
 

@@ -591,7 +591,7 @@ def test_window_sums_refuse_an_empty_or_negative_window(size):
 @given(st.integers(1, 30), st.integers(1, 30), st.integers(1, 4), st.sampled_from([np.float32, np.float64]),
        st.sampled_from([0.0, 0.5, 1.0]), st.booleans(), st.integers(0, 2**32 - 1), st.sampled_from([1, 50, None]))
 def test_known_range_is_numpys_min_and_max_over_the_known_pixels(h, w, c, dtype, loss, strided, seed, band):
-    """On a view too, read in bands of copies (``band`` values each, None: the default): the extremes of them all."""
+    """On a view too, read in bands of copies (``band`` pixels each, None: the default): the extremes of them all."""
     from unittest import mock
 
     from restore.inpainting import interpolation
@@ -601,7 +601,7 @@ def test_known_range_is_numpys_min_and_max_over_the_known_pixels(h, w, c, dtype,
     img.reshape(-1)[rng.integers(0, img.size, 2)] = rng.choice([np.nan, np.inf, -np.inf, 0.0], 2)
     missing = rng.random((h, w)) < loss
     view = np.moveaxis(img, 0, -1) if strided else np.ascontiguousarray(np.moveaxis(img, 0, -1))
-    with mock.patch.object(interpolation, "_EXTREMES_BAND_VALUES", band or interpolation._EXTREMES_BAND_VALUES):
+    with mock.patch.object(interpolation, "_EXTREMES_BAND_PX", band or interpolation._EXTREMES_BAND_PX):
         lo, hi = interpolation.known_range(view, missing)
     for ch in range(c):
         known = view[..., ch][~missing]

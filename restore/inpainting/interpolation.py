@@ -21,7 +21,7 @@ _CG_ITER_PER_SIDE = 10  # iteration cap of the conjugate gradients, per sqrt(unk
 _CG_ITER_MIN = 100
 _BAND_PX = 2_000_000  # pixels per band of rows: bounds the memory of the interpolation and of the edge weights
 _BAND_MARGIN = 32  # rows of context above and below each band (px): the interpolant hardly sees farther
-_EXTREMES_BAND_VALUES = 1 << 20  # values per band copied from a view by known_range: 8 MB of float64
+_EXTREMES_BAND_PX = 1 << 18  # pixels per band copied from a view by known_range: 6 MB of three float64 channels
 # The start of the conjugate gradients: a Gaussian-weighted average of the known pixels, of the narrowest of these
 # widths (sd, px) whose window holds at least _START_DENSITY of known weight, so that wide holes get a local value.
 _START_WIDTHS = (2.0, 8.0, 32.0)
@@ -187,10 +187,8 @@ def known_range(img: np.ndarray, missing: np.ndarray) -> tuple[np.ndarray, np.nd
         _core_inpaint.known_extremes(img, missing, lo, hi)
         return lo, hi
     # a view (a crop as given): contiguous bands, so that the kernel compiles for one layout, and no whole copy
-    rows = max(1, _EXTREMES_BAND_VALUES // (img.shape[1] * img.shape[2]))
-    for r0 in range(0, img.shape[0], rows):
-        _core_inpaint.known_extremes(np.ascontiguousarray(img[r0:r0 + rows]),
-                                     np.ascontiguousarray(missing[r0:r0 + rows]), lo, hi)
+    for r0, r1, _, _ in bands(*missing.shape, band_px=_EXTREMES_BAND_PX):
+        _core_inpaint.known_extremes(np.ascontiguousarray(img[r0:r1]), np.ascontiguousarray(missing[r0:r1]), lo, hi)
     return lo, hi
 
 
