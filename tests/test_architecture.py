@@ -33,10 +33,11 @@ RANK = {
     "coding": 5,
     "_nonlocal": 5,  # the non-local method on one unit (tree, core, block matching); denoise/ drives it
     "denoise": 6,
-    "learning": 6,
-    "inpainting": 7,
-    "evaluate": 8,
-    "cli": 9,
+    "_online": 6,  # online dictionary learning on arrays, without scikit-learn: the estimator and inpainting use it
+    "learning": 7,
+    "inpainting": 8,
+    "evaluate": 9,
+    "cli": 10,
 }
 
 

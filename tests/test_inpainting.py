@@ -1,3 +1,7 @@
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -677,3 +681,19 @@ def test_a_faint_texture_on_a_bright_background_is_filled_as_well(kind):
     # the extrapolation and the non-local passes took the known pixels' peak for their scale, not their range:
     # under random loss the faint texture gained 6.5 dB less than the same at full contrast (strokes: 0.2 dB less)
     assert abs(gains[1] - gains[0]) < 0.3, gains
+
+
+def test_inpainting_imports_no_scikit_learn():
+    """scikit-learn takes about a second to import: inpaint does without it, the shipped dictionary's adaptation too."""
+    from restore.inpainting.dictionary import should_adapt
+
+    assert should_adapt(stroke_mask(), 8)[0]  # the photo is one whose dictionary is adapted to it
+    code = ("import sys\n"
+            f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+            "from inpaint_cases import photo_crop, stroke_mask\n"
+            "import restore\n"
+            "restore.inpaint(photo_crop(), stroke_mask(), channel_axis=-1, rng=0)\n"
+            "print('SKLEARN', sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn')[:3])\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "SKLEARN []" in proc.stdout, proc.stdout[-2000:]

@@ -16,18 +16,19 @@ import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._config import default_num_threads, single_threaded_blas
+from .._online import Atoms
 from .._progress import ProgressCallback, Steps
 from .._validation import check_callable, check_image, check_int, check_mask, check_number, restore_dtype
-from ..learning import TreeDictionaryLearning
 from .dictionary import (
-    _ADAPT_CODE_ITER,
     _LEARN_BATCH,
     PATCH_SIZE,
+    adaptation_settings,
     default_dictionary,
     learn_dictionary,
     prepare_learning,
@@ -42,6 +43,9 @@ from .masks import MaskCoverage, SuspectMaskWarning, mask_coverage
 from .patches import Coder, luminance, pass_batch, pass_grids, refine_luminance, window_sums
 from .prior import iterate_prior, prior_side, prior_steps, wants_prior
 from .validation import _CLUSTERED, Blend, best_blend, choose_blend, clustering, holdout
+
+if TYPE_CHECKING:
+    from ..learning import TreeDictionaryLearning
 
 __all__ = ["MaskCoverage", "SuspectMaskWarning", "default_dictionary", "inpaint", "learn_dictionary",
            "mask_coverage"]
@@ -298,9 +302,10 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
         learner = None
         if adapt:
             learned = shared.counter(n_learn)
-            fit = prepare_learning(work, masks=run, patch_size=job.patch_size, n_patches=job.n_train, init=est,
-                                   rng=gen, channel_axis=-1, progress=learned, sums=[n_missing],
-                                   code_iter=_ADAPT_CODE_ITER, **({} if est is None else {"lam": est.lam}))
+            settings = adaptation_settings(est)
+            fit = prepare_learning(work, masks=run, patch_size=job.patch_size, n_patches=job.n_train,
+                                   settings=settings, dict_init=None if est is None else est.components, rng=gen,
+                                   channel_axis=-1, progress=learned, sums=[n_missing])
             del n_missing
             learner = side.submit(_timed, fit, "dictionary ready in %.2f s")
         else:
@@ -317,7 +322,7 @@ def _inpaint(job: _Job, *, adapt_default: bool, rng: int | np.random.Generator |
             lum = luminance(start)  # the dictionary codes the luminance; colour differences, smooth, keep the start's
             weight = edge_weights(lum, run, shared)
             if learner is not None:
-                est = learner.result()
+                est = learner.result().atoms(settings)
                 learned.finish()
     # 5. the passes of patch coding refine the luminance of the missing pixels, while the luminance is extrapolated
     # from the known pixels alone on a thread of its own (the passes leave a core idle between their batches)
@@ -512,7 +517,7 @@ class _Job:
     axis: int | None
     missing: np.ndarray
     unit: np.floating  # a power of two: the known pixels' magnitude
-    dictionary: TreeDictionaryLearning | None
+    dictionary: Atoms | None
     patch_size: int
     stride: int
     lams: np.ndarray

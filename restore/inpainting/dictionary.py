@@ -1,21 +1,29 @@
-"""Dictionaries of image patches: the one shipped with the package, and learning one from images."""
+"""Dictionaries of image patches: the one shipped with the package, and learning one from images.
+
+Inpainting reads and adapts dictionaries as :class:`restore._online.Atoms`,
+without scikit-learn (about a second to import); the public functions give
+and take :class:`restore.TreeDictionaryLearning` estimators.
+"""
 
 from __future__ import annotations
 
 import os
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from numpy.typing import ArrayLike
 
 from .._config import DEFAULT_BRANCHING, DEFAULT_CODE_LAM
+from .._online import DEFAULTS, Atoms, Settings, State, check_settings, known_entries, learn, read_saved
 from .._progress import ProgressCallback
 from .._validation import check_image, check_int, check_mask
-from ..learning import TreeDictionaryLearning
 from .patches import (
     _CONSTANT_RIDGE,
     _FLAT_NORM,
@@ -26,6 +34,9 @@ from .patches import (
     luminance,
     window_sums,
 )
+
+if TYPE_CHECKING:
+    from ..learning import TreeDictionaryLearning
 
 __all__ = ["PATCH_SIZE", "default_dictionary", "learn_dictionary", "resolve_dictionary", "should_adapt"]
 
@@ -49,6 +60,17 @@ _MIN_PATCHES = 10  # fewer usable patches than this cannot train a dictionary
 _DRAW_SHARE = 0.25
 
 
+@contextmanager
+def _shipped_file() -> Iterator[Path | None]:
+    """The shipped dictionary's file, None if it is missing from the installation."""
+    ref = resources.files("restore") / "data" / _DEFAULT_DICT
+    if not ref.is_file():
+        yield None
+        return
+    with resources.as_file(ref) as path:
+        yield path
+
+
 def default_dictionary() -> TreeDictionaryLearning | None:
     """The generic tree dictionary of 8x8 luminance patches shipped with the package.
 
@@ -56,11 +78,22 @@ def default_dictionary() -> TreeDictionaryLearning | None:
     centred and unit-norm patches, tree (10, 3, 3) of 131 atoms. None if the
     data file is missing from the installation.
     """
-    ref = resources.files("restore") / "data" / _DEFAULT_DICT
-    if not ref.is_file():
-        return None
-    with resources.as_file(ref) as path:
-        return TreeDictionaryLearning.load(path)
+    from ..learning import TreeDictionaryLearning  # scikit-learn: imported by the estimator's users only
+
+    with _shipped_file() as path:
+        return None if path is None else TreeDictionaryLearning.load(path)
+
+
+def _shipped_atoms() -> Atoms | None:
+    """:func:`default_dictionary`'s atoms, tree and settings, without the estimator."""
+    with _shipped_file() as path:
+        return None if path is None else _atoms_of(path)
+
+
+def _atoms_of(path: Path) -> Atoms:
+    saved = read_saved(path)
+    settings = saved.settings
+    return Atoms(saved.components, settings.tree(), settings)
 
 
 def learn_dictionary(
@@ -132,9 +165,30 @@ def learn_dictionary(
     TreeDictionaryLearning
         The fitted dictionary.
     """
-    return prepare_learning(images, masks=masks, patch_size=patch_size, branching=branching, penalty=penalty,
-                            n_atoms=n_atoms, lam=lam, n_patches=n_patches, n_epochs=n_epochs,
-                            channel_axis=channel_axis, init=init, rng=rng, progress=progress)()
+    from ..learning import TreeDictionaryLearning  # scikit-learn: the result is an estimator
+
+    if init is not None:
+        if not isinstance(init, TreeDictionaryLearning) or not hasattr(init, "components_"):
+            raise ValueError(f"init must be a fitted TreeDictionaryLearning, got {init!r}")
+        branching, penalty, n_atoms = init.branching, init.penalty, init.n_atoms
+    settings = replace(DEFAULTS, branching=tuple(branching), penalty=penalty, n_atoms=n_atoms, lam=lam,
+                       batch_size=_LEARN_BATCH, n_epochs=n_epochs, max_code_iter=_LEARN_CODE_ITER)
+    dict_init = None if init is None else init.components_
+    training = prepare_learning(images, masks=masks, patch_size=patch_size, settings=settings, dict_init=dict_init,
+                                n_patches=n_patches, channel_axis=channel_axis, rng=rng, progress=progress)
+    state = training()
+    est = TreeDictionaryLearning(**vars(settings), dict_init=dict_init, random_state=state.gen, progress=progress)
+    est._keep(state)  # noqa: SLF001 - the estimator fitted by the same algorithm, on the same patches
+    est.n_features_in_ = state.components.shape[1]
+    return est
+
+
+def adaptation_settings(init: Atoms | None) -> Settings:
+    """The settings of :func:`restore.inpaint`'s adaptation of ``init``: its tree, penalty and lam, or defaults."""
+    base = DEFAULTS if init is None else replace(DEFAULTS, branching=init.settings.branching,
+                                                 penalty=init.settings.penalty, n_atoms=init.settings.n_atoms,
+                                                 lam=init.settings.lam)
+    return replace(base, batch_size=_LEARN_BATCH, max_code_iter=_ADAPT_CODE_ITER)
 
 
 def prepare_learning(
@@ -142,19 +196,14 @@ def prepare_learning(
     *,
     masks: ArrayLike | list[ArrayLike] | None = None,
     patch_size: int = PATCH_SIZE,
-    branching: tuple[int, ...] = DEFAULT_BRANCHING,
-    penalty: str = "tree_l2",
-    n_atoms: int | None = None,
-    lam: float = DEFAULT_CODE_LAM,
+    settings: Settings,
+    dict_init: np.ndarray | None = None,
     n_patches: int = 50000,
-    n_epochs: int = 1,
     channel_axis: int | None = None,
-    init: TreeDictionaryLearning | None = None,
     rng: int | np.random.Generator | None = None,
     progress: ProgressCallback | None = None,
     sums: list[np.ndarray] | None = None,
-    code_iter: int = _LEARN_CODE_ITER,
-) -> Callable[[], TreeDictionaryLearning]:
+) -> Callable[[], State]:
     """:func:`learn_dictionary` up to the fit: the checks and the training patches; returns the fit, to call.
 
     The images are read here; the fit reads only the training patches, and
@@ -162,7 +211,7 @@ def prepare_learning(
     interpolates). ``rng`` is used by the fit too: nothing else may draw
     from it meanwhile. ``sums``: ``window_sums(mask, patch_size)`` of each
     image's mask, when the caller has them (16 MP: half a second each).
-    ``code_iter``: FISTA iterations per mini-batch.
+    ``dict_init``: the atoms the fit starts from.
     """
     imgs = list(images) if isinstance(images, (list, tuple)) else [images]
     msks = list(masks) if isinstance(masks, (list, tuple)) else [masks] * len(imgs)
@@ -172,14 +221,7 @@ def prepare_learning(
         raise ValueError(f"give one mask per image: {len(imgs)} images, {len(msks)} masks")
     patch_size = check_int("patch_size", patch_size, min=2)
     n_patches = check_int("n_patches", n_patches)
-    if init is not None:
-        if not isinstance(init, TreeDictionaryLearning) or not hasattr(init, "components_"):
-            raise ValueError(f"init must be a fitted TreeDictionaryLearning, got {init!r}")
-        branching, penalty, n_atoms = init.branching, init.penalty, init.n_atoms
-    est = TreeDictionaryLearning(tuple(branching), penalty=penalty, n_atoms=n_atoms, lam=lam, batch_size=_LEARN_BATCH,
-                                 n_epochs=n_epochs, max_code_iter=code_iter,
-                                 dict_init=None if init is None else init.components_, progress=progress)
-    est._check_params()  # noqa: SLF001 - fail before reading the images
+    check_settings(settings, None, progress)  # fail before reading the images
     checked = []
     for i, (im, mk) in enumerate(zip(imgs, msks, strict=True)):
         name = "image" if len(imgs) == 1 else f"images[{i}]"
@@ -198,19 +240,19 @@ def prepare_learning(
     if len(Z) < _MIN_PATCHES:
         raise ValueError(f"only {len(Z)} usable patches (a quarter of their pixels known or more, not flat): give "
                          "larger or less masked images")
-    W = np.concatenate([w for _, w in drawn])
-    return lambda: est.set_params(random_state=gen).fit(Z, mask=W)
+    M = known_entries(np.concatenate([w for _, w in drawn]), Z.shape)
+    return lambda: learn(Z, M, settings, dict_init=dict_init, gen=gen, progress=progress)
 
 
 def resolve_dictionary(dictionary: TreeDictionaryLearning | str | os.PathLike | None,
-                       patch_size: int) -> TreeDictionaryLearning | None:
+                       patch_size: int) -> Atoms | None:
     """A fitted dictionary for patches of this size: the one given (or loaded from a file), else the shipped one.
 
     None when none is given and none ships for ``patch_size``.
     """
     m = patch_size * patch_size
     if dictionary is None:
-        return default_dictionary() if patch_size == PATCH_SIZE else None
+        return _shipped_atoms() if patch_size == PATCH_SIZE else None
     if isinstance(dictionary, (str, os.PathLike)):
         path = Path(dictionary)
         if not path.is_file():
@@ -219,16 +261,20 @@ def resolve_dictionary(dictionary: TreeDictionaryLearning | str | os.PathLike | 
             raise ValueError(f"dictionary {str(dictionary)!r} is not a dictionary file: give the .npz written by "
                              "`restore learn` or TreeDictionaryLearning.save")
         try:
-            dictionary = TreeDictionaryLearning.load(path)
+            atoms = _atoms_of(path)
         except ValueError:
             raise ValueError(f"dictionary {str(dictionary)!r} was not written by `restore learn` or "
                              "TreeDictionaryLearning.save: give such a file") from None
-    if not isinstance(dictionary, TreeDictionaryLearning) or not hasattr(dictionary, "components_"):
-        raise ValueError("dictionary must be a fitted TreeDictionaryLearning or the path of a saved one")
-    if dictionary.components_.shape[1] != m:
-        raise ValueError(f"dictionary atoms have {dictionary.components_.shape[1]} features, but "
+    else:
+        from ..learning import TreeDictionaryLearning  # imported already by whoever made the estimator
+
+        if not isinstance(dictionary, TreeDictionaryLearning) or not hasattr(dictionary, "components_"):
+            raise ValueError("dictionary must be a fitted TreeDictionaryLearning or the path of a saved one")
+        atoms = dictionary._atoms()  # noqa: SLF001
+    if atoms.components.shape[1] != m:
+        raise ValueError(f"dictionary atoms have {atoms.components.shape[1]} features, but "
                          f"{patch_size}x{patch_size} luminance patches have {m}")
-    return dictionary
+    return atoms
 
 
 def should_adapt(missing: np.ndarray, patch_size: int, *, sums: np.ndarray | None = None) -> tuple[bool, int]:

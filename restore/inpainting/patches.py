@@ -12,9 +12,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from .._config import default_num_threads, single_threaded_blas
 from .._core_inpaint import scatter_patches, window_counts
+from .._online import Atoms
 from .._progress import ProgressCallback
 from ..coding import _sparse_encode
-from ..learning import TreeDictionaryLearning
 from ..tree import Tree
 
 __all__ = ["Coder", "centre", "gather", "known_sd", "luminance", "pass_batch", "pass_grids",
@@ -53,10 +53,10 @@ class Coder:
     spectrum: tuple[np.ndarray, np.ndarray]
 
     @classmethod
-    def of(cls, est: TreeDictionaryLearning, max_iter: int) -> Coder:
+    def of(cls, atoms: Atoms, max_iter: int) -> Coder:
         """The coder of a fitted dictionary."""
-        D = est.components_
-        return cls(D, est.penalty, est.tree_, max_iter, np.linalg.eigh(D @ D.T))
+        D = atoms.components
+        return cls(D, atoms.settings.penalty, atoms.tree, max_iter, np.linalg.eigh(D @ D.T))
 
 
 def patch_positions(shape: tuple[int, int], size: int, stride: int,
