@@ -324,6 +324,24 @@ def test_edge_weights_fall_to_a_third_on_straight_edges(rng):
     np.testing.assert_allclose(edge_weights(lum, missing, band_px=17 * 80), keep[missing], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_edge_weights_are_those_of_scikit_images_structure_tensor(dtype, rng):
+    from scipy.ndimage import gaussian_filter
+    from skimage.feature import structure_tensor
+
+    from restore.inpainting import diffusion
+
+    lum = gaussian_filter(rng.random((40, 56)), 1.5).astype(dtype)
+    missing = rng.random(lum.shape) < 0.3
+    j11, j12, j22 = (t[missing] for t in structure_tensor(gaussian_filter(lum, diffusion._EDGE_SIGMA, mode="nearest"),
+                                                         sigma=diffusion._EDGE_RHO, mode="nearest", order="rc"))
+    coh = np.sqrt((j11 - j22) ** 2 + 4 * j12 ** 2) / np.maximum(j11 + j22, np.finfo(dtype).tiny)
+    lo, hi = diffusion._EDGE_COHERENCE
+    got = diffusion.edge_weights(lum, missing)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, np.clip((hi - coh) / (hi - lo), 0.0, 1.0))
+
+
 def test_any_number_of_channels(photo, strokes):
     four = np.concatenate([photo, photo[..., :1]], axis=-1)
     out = inpaint(four, strokes, channel_axis=-1)

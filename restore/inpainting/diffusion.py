@@ -144,7 +144,6 @@ def edge_weights(lum: np.ndarray, missing: np.ndarray, steps: Steps | None = Non
     ``band_px`` pixels (bounded memory); ``steps()`` after each band.
     """
     from scipy.ndimage import gaussian_filter
-    from skimage.feature import structure_tensor
 
     H, W = lum.shape
     lo, hi = _EDGE_COHERENCE
@@ -157,9 +156,22 @@ def edge_weights(lum: np.ndarray, missing: np.ndarray, steps: Steps | None = Non
         n = int(np.count_nonzero(m))
         if n == 0:
             continue
-        j11, j12, j22 = (t[r0 - a:r1 - a][m] for t in structure_tensor(
-            gaussian_filter(lum[a:b], _EDGE_SIGMA, mode="nearest"), sigma=_EDGE_RHO, mode="nearest", order="rc"))
+        j11, j12, j22 = (t[r0 - a:r1 - a][m] for t in _structure_tensor(
+            gaussian_filter(lum[a:b], _EDGE_SIGMA, mode="nearest"), _EDGE_RHO))
         coh = np.sqrt((j11 - j22) ** 2 + 4 * j12 ** 2) / np.maximum(j11 + j22, np.finfo(lum.dtype).tiny)
         weight[done:done + n] = np.clip((hi - coh) / (hi - lo), 0.0, 1.0)
         done += n
     return weight
+
+
+def _structure_tensor(img: np.ndarray, rho: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``skimage.feature.structure_tensor(img, sigma=rho, mode="nearest", order="rc")`` of a float image.
+
+    Sobel derivatives, their products smoothed with sd ``rho``, as scikit-image
+    computes them, from scipy.ndimage itself: importing ``skimage.feature``
+    loads scipy.stats and scipy.spatial, most of a second of every first call.
+    """
+    from scipy.ndimage import gaussian_filter, sobel
+
+    dr, dc = sobel(img, axis=0, mode="nearest"), sobel(img, axis=1, mode="nearest")
+    return tuple(gaussian_filter(u * v, rho, mode="nearest") for u, v in ((dr, dr), (dr, dc), (dc, dc)))
