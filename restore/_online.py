@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._config import CODING_BATCH, DEFAULT_BRANCHING, DEFAULT_CODE_LAM
+from ._config import CODING_BATCH, DEFAULT_BRANCHING, DEFAULT_CODE_LAM, single_threaded_blas
 from ._progress import ProgressCallback
 from ._validation import check_callable, check_choice, check_int, check_matrix, check_number
 from .coding import _as_mask, _sparse_encode
@@ -80,9 +80,9 @@ def known_entries(mask: ArrayLike | None, shape: tuple[int, int]) -> np.ndarray 
 class Settings:
     """What online learning is asked: the tree of atoms and the coding of each mini-batch.
 
-    The parameters of :class:`restore.TreeDictionaryLearning` (their
-    defaults are the estimator's), less the initial atoms, the randomness
-    and the progress.
+    The parameters of :class:`restore.TreeDictionaryLearning`, less the
+    initial atoms, the randomness and the progress; :data:`DEFAULTS` holds
+    the estimator's defaults.
     """
 
     branching: Sequence[int]
@@ -121,7 +121,7 @@ class Settings:
         return Tree.balanced(self.branching) if self.penalty in TREE_PENALTIES else None
 
 
-#: TreeDictionaryLearning's defaults (its signature reads them from here), and those of inpaint's adaptation.
+#: TreeDictionaryLearning's defaults (its signature reads them from here); inpaint's adaptation starts from them.
 DEFAULTS = Settings(DEFAULT_BRANCHING, penalty="tree_l2", n_atoms=None, lam=DEFAULT_CODE_LAM, batch_size=256,
                     n_epochs=1, rho=None, max_code_iter=30, tol=1e-4, positive_code=False)
 
@@ -233,9 +233,16 @@ def _batches(n: int, batch_size: int, n_epochs: int, gen: np.random.Generator) -
 
 def learn(X: np.ndarray, M: np.ndarray | None, settings: Settings, *, dict_init: ArrayLike | None,
           gen: np.random.Generator, progress: ProgressCallback | None = None) -> State:
-    """Learn atoms from the rows of X (float64; known entries ``M`` from :func:`known_entries`): the estimator's fit."""
-    state = State.start(X, M, settings, dict_init, gen)
-    state.fit(X, M, settings, progress)
+    """Learn atoms from the rows of X (float64; known entries ``M`` from :func:`known_entries`): the estimator's fit.
+
+    BLAS runs on one thread meanwhile: the mini-batches' products are
+    small, and its threads would only wait for them, spinning (the coding
+    runs threads of its own); so the result does not depend on the number
+    of threads either.
+    """
+    with single_threaded_blas():
+        state = State.start(X, M, settings, dict_init, gen)
+        state.fit(X, M, settings, progress)
     return state
 
 

@@ -193,10 +193,11 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         return Atoms(self.components_, self.tree_, self._settings())
 
     def _state(self) -> State:
-        """The state of the learning, shared with this estimator's arrays."""
+        """The state of the learning: copies of this estimator's statistics, which a step updates in place."""
         # unpickled from a version without the missing entries' statistics: none
-        return State(self.components_, self.tree_, self._A, self._B, getattr(self, "_A_missing", None), self.n_iter_,
-                     self._gen)
+        missing = getattr(self, "_A_missing", None)
+        return State(self.components_, self.tree_, self._A.copy(), self._B.copy(),
+                     None if missing is None else missing.copy(), self.n_iter_, self._gen)
 
     def _keep(self, state: State) -> None:
         self.components_, self.tree_, self.n_iter_, self._gen = state.components, state.tree, state.n_iter, state.gen
@@ -227,6 +228,7 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         first = not hasattr(self, "components_")
         X, M = self._check_X(X, mask, reset=first)
         settings = self._settings()
+        # on copies of the statistics: an error or an interrupt in the step leaves the estimator as it was
         state = State.start(X, M, settings, self.dict_init, generator(self.random_state)) if first else self._state()
         with single_threaded_blas():
             state.step(X, M, settings)
@@ -254,10 +256,8 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         saved = dict(self.__dict__)
         try:
             X, M = self._check_X(X, mask, reset=True)
-            # the mini-batches' products are small: BLAS's own threads would only wait for them, spinning
-            with single_threaded_blas():
-                state = learn(X, M, self._settings(), dict_init=self.dict_init, gen=generator(self.random_state),
-                              progress=self.progress)
+            state = learn(X, M, self._settings(), dict_init=self.dict_init, gen=generator(self.random_state),
+                          progress=self.progress)
         except BaseException:
             self.__dict__.clear()
             self.__dict__.update(saved)
@@ -361,10 +361,7 @@ class TreeDictionaryLearning(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
             The file is missing, unreadable or not written by :meth:`save`.
         """
         saved = read_saved(path)
-        try:
-            est = cls(**saved.params)
-        except TypeError as exc:
-            raise ValueError(f"{str(path)!r} is not a dictionary saved by TreeDictionaryLearning.save: {exc}") from None
+        est = cls(**saved.params)  # read_saved checked them: the parameters of Settings are the estimator's
         est.components_, est._A, est._B, est._A_missing = saved.components, saved.A, saved.B, saved.A_missing
         est.n_iter_ = saved.n_iter
         est.tree_ = saved.settings.tree()

@@ -701,17 +701,25 @@ def test_a_faint_texture_on_a_bright_background_is_filled_as_well(kind):
     assert abs(gains[1] - gains[0]) < 0.3, gains
 
 
-def test_inpainting_imports_no_scikit_learn():
-    """scikit-learn takes about a second to import: inpaint does without it, the shipped dictionary's adaptation too."""
+def test_inpainting_imports_neither_scikit_learn_nor_what_skimage_feature_loads():
+    """Importing scikit-learn, or skimage.feature (it loads scipy.stats and scipy.spatial), takes about a second each:
+    inpaint does without them, the shipped dictionary's adaptation and the refusal of a wrong dictionary too."""
     from restore.inpainting.dictionary import should_adapt
 
     assert should_adapt(stroke_mask(), 8)[0]  # the photo is one whose dictionary is adapted to it
     code = ("import sys\n"
             f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+            "import numpy as np\n"
             "from inpaint_cases import photo_crop, stroke_mask\n"
             "import restore\n"
+            "before = set(sys.modules)\n"
             "restore.inpaint(photo_crop(), stroke_mask(), channel_axis=-1, rng=0)\n"
-            "print('SKLEARN', sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn')[:3])\n")
+            "try:\n"
+            "    restore.inpaint(photo_crop(), stroke_mask(), channel_axis=-1, dictionary=np.zeros((131, 64)))\n"
+            "except ValueError as exc:\n"
+            "    assert 'TreeDictionaryLearning' in str(exc)\n"
+            "heavy = ('sklearn', 'skimage.feature', 'scipy.stats', 'scipy.spatial')\n"
+            "print('HEAVY', sorted(m for m in set(sys.modules) - before if m in heavy or m.startswith('sklearn.')))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "SKLEARN []" in proc.stdout, proc.stdout[-2000:]
+    assert "HEAVY []" in proc.stdout, proc.stdout[-2000:]

@@ -8,6 +8,7 @@ and take :class:`restore.TreeDictionaryLearning` estimators.
 from __future__ import annotations
 
 import os
+import sys
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -204,7 +205,7 @@ def prepare_learning(
     progress: ProgressCallback | None = None,
     sums: list[np.ndarray] | None = None,
 ) -> Callable[[], State]:
-    """:func:`learn_dictionary` up to the fit: the checks and the training patches; returns the fit, to call.
+    """:func:`learn_dictionary` up to the fit: the checks of the images and the training patches; returns the fit.
 
     The images are read here; the fit reads only the training patches, and
     may run on another thread (:func:`restore.inpaint` fits while it
@@ -266,9 +267,10 @@ def resolve_dictionary(dictionary: TreeDictionaryLearning | str | os.PathLike | 
             raise ValueError(f"dictionary {str(dictionary)!r} was not written by `restore learn` or "
                              "TreeDictionaryLearning.save: give such a file") from None
     else:
-        from ..learning import TreeDictionaryLearning  # imported already by whoever made the estimator
-
-        if not isinstance(dictionary, TreeDictionaryLearning) or not hasattr(dictionary, "components_"):
+        # an estimator was made by importing restore.learning (and scikit-learn): nothing else is imported to refuse
+        learning = sys.modules.get("restore.learning")
+        if (learning is None or not isinstance(dictionary, learning.TreeDictionaryLearning)
+                or not hasattr(dictionary, "components_")):
             raise ValueError("dictionary must be a fitted TreeDictionaryLearning or the path of a saved one")
         atoms = dictionary._atoms()  # noqa: SLF001
     if atoms.components.shape[1] != m:
