@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -274,10 +274,13 @@ def read_saved(path: str | os.PathLike) -> Saved:
     try:
         with np.load(path, allow_pickle=False) as z:
             params = json.loads(str(z["params"]))
+            expected = [f.name for f in fields(Settings)]
+            if sorted(params) != sorted(expected):
+                others = sorted(set(params) ^ set(expected))
+                raise ValueError(f"its parameters differ from the estimator's in {', '.join(map(repr, others))}")
             params["branching"] = tuple(params["branching"])
             saved = Saved(params, np.array(z["components"]), np.array(z["A"]), np.array(z["B"]),
                           np.array(z["A_missing"]) if "A_missing" in z.files else None, int(z["n_iter"]))
-            saved.settings  # noqa: B018 - every parameter is there
     except (OSError, KeyError, ValueError, TypeError) as exc:
         raise ValueError(f"{str(path)!r} is not a dictionary saved by TreeDictionaryLearning.save: {exc}") from None
     return saved

@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 
@@ -89,6 +91,20 @@ def test_save_load_roundtrip(rng, tmp_path):
     (tmp_path / "junk.npz").write_bytes(b"junk")
     with pytest.raises(ValueError, match="not a dictionary saved"):
         TreeDictionaryLearning.load(tmp_path / "junk.npz")
+
+
+def test_a_file_with_other_parameters_is_refused_naming_them(rng, tmp_path):
+    X, _, _ = tree_sparse_data(rng, n=100)
+    TreeDictionaryLearning((2, 2), random_state=0).fit(X).save(tmp_path / "dict.npz")
+    with np.load(tmp_path / "dict.npz") as z:
+        arrays = dict(z)
+    params = json.loads(str(arrays["params"]))
+    without_tol = {k: v for k, v in params.items() if k != "tol"}
+    for changed, name in (({**params, "colour": True}, "colour"), (without_tol, "tol")):
+        np.savez(tmp_path / "other.npz", **{**arrays, "params": json.dumps(changed)})
+        with pytest.raises(ValueError, match=f"not a dictionary saved by .*'{name}'") as info:
+            TreeDictionaryLearning.load(tmp_path / "other.npz")
+        assert "Settings" not in str(info.value)  # the parameters as the user knows them, not our internals
 
 
 def test_cancel_between_batches_leaves_estimator_unchanged(rng):
