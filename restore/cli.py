@@ -746,6 +746,8 @@ class _Terminated(KeyboardInterrupt):
 #: A stop signal this long (s) after the "still cleaning up" notice ends the process at once, cleanup or not; those
 #: sooner (a terminal's and ``timeout``'s, both at once; a key held down) wait for the cleanup as the second does.
 _FORCE_AFTER_S = 0.5
+#: A first stop signal whose exception a finalizer dropped is sent again this long (s) after: the finalizer is over.
+_RESEND_AFTER_S = 0.01
 
 
 class _Signals:
@@ -756,7 +758,8 @@ class _Signals:
     raised in there would leave a temporary file behind, or break a lock into a traceback: it is noted instead,
     with a notice that the cleanup runs, and the command's process ends at once when the cleanup is over
     (:func:`main`). One more, :data:`_FORCE_AFTER_S` after the notice, cuts a long cleanup short (a cluster's
-    tasks awaited): the process ends at once (a caller's ``main([...])``: ``KeyboardInterrupt``).
+    tasks awaited): the process ends at once (a caller's ``main([...])``: ``KeyboardInterrupt``). A first signal
+    whose exception a finalizer dropped (Python ignores those) is sent again (:meth:`_unraisable`).
     """
 
     caught = ("SIGINT", "SIGTERM", "SIGHUP")
@@ -766,6 +769,8 @@ class _Signals:
         self.noticed: float | None = None
         self.process = False  # the command's own process (see main)
         self.previous: dict[int, Any] = {}
+        self.raised: BaseException | None = None  # the first signal's exception, until it reaches the work
+        self.hook: Any = None  # sys.unraisablehook before ours
 
     def install(self) -> None:
         import signal
@@ -774,6 +779,8 @@ class _Signals:
             sig = getattr(signal, name)
             if signal.getsignal(sig) is not signal.SIG_IGN:  # ignored (nohup, a background job): honoured
                 self.previous[sig] = signal.signal(sig, self._first)
+        if self.previous:
+            self.hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
 
     def restore(self, keep_sigint: bool) -> None:
         import signal
@@ -781,15 +788,38 @@ class _Signals:
         for sig, handler in self.previous.items():
             if not (keep_sigint and sig == signal.SIGINT):
                 signal.signal(sig, handler)
+        if self.hook is not None:
+            sys.unraisablehook = self.hook
 
     def _first(self, signum: int, frame: Any) -> None:
         import signal
 
         for sig in self.previous:
             signal.signal(sig, self._again)
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise _Terminated(signum)
+        self.raised = KeyboardInterrupt() if signum == signal.SIGINT else _Terminated(signum)
+        raise self.raised
+
+    def _unraisable(self, unraisable: Any) -> None:
+        """``sys.unraisablehook``: the first signal's exception, dropped by a finalizer, is sent again.
+
+        Python ignores an exception raised in a finalizer (``__del__``, a
+        weakref's callback); the signal then stops the work once the
+        finalizer is over. Any other goes to the hook before ours.
+        """
+        import signal
+        import threading
+
+        exc = unraisable.exc_value
+        if exc is None or exc is not self.raised or threading.current_thread() is not threading.main_thread():
+            self.hook(unraisable)
+            return
+        for sig in self.previous:
+            signal.signal(sig, self._first)
+        # sent from another thread, a moment later: raised in here, it would be dropped again
+        signum = exc.signum if isinstance(exc, _Terminated) else signal.SIGINT
+        resend = threading.Timer(_RESEND_AFTER_S, os.kill, (os.getpid(), signum))
+        resend.daemon = True
+        resend.start()
 
     def _again(self, signum: int, frame: Any) -> None:
         import signal
